@@ -1,0 +1,86 @@
+"""Redis clients built from URLs: retries off, credentials hidden, and an embedded server.
+
+gq makes its own decisions about failures (``*_max_attempts``, backoff, abort), so the
+clients it builds never retry inside redis-py: a retried fetch would strand a batch of
+jobs in this consumer's in-flight set, and a retried push would report the job's own id
+as a duplicate.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from gq.errors import ConfigurationError
+
+FAKEREDIS_SCHEME = "fakeredis"
+DEFAULT_URL = "redis://localhost:6379/0"
+
+_embedded_lock = threading.Lock()
+_embedded_servers: dict[str, Any] = {}
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``, for logs and error messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{user}:***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def no_retry() -> Retry:
+    return Retry(NoBackoff(), 0)
+
+
+def client_from_url(url: str, **pool_options: Any) -> redis.Redis:
+    """A client for ``url``; ``fakeredis://[name]`` is an in-process server shared by name.
+
+    ``pool_options`` go to ``BlockingConnectionPool.from_url`` (for example
+    ``max_connections`` and ``socket_timeout``); the pool blocks, rather than fails,
+    when every connection is busy.
+    """
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError(f"url must be a non-empty string, not {url!r}")
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == FAKEREDIS_SCHEME:
+        return _embedded_client(url)
+    if scheme not in ("redis", "rediss", "unix"):
+        raise ConfigurationError(
+            f"unsupported Redis URL scheme {scheme!r} in {redact_url(url)}; "
+            "use redis://, rediss://, unix:// or fakeredis://"
+        )
+    pool_options.setdefault("retry", no_retry())
+    pool_options.setdefault("timeout", None)
+    try:
+        pool = redis.BlockingConnectionPool.from_url(url, **pool_options)
+    except ValueError as exc:
+        raise ConfigurationError(f"bad Redis URL {redact_url(url)}: {exc}") from None
+    return redis.Redis(connection_pool=pool)
+
+
+def _embedded_client(url: str) -> redis.Redis:
+    try:
+        import fakeredis
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ConfigurationError(
+            "fakeredis:// needs fakeredis with Lua: pip install 'fakeredis[lua]'"
+        ) from None
+    name = urlsplit(url).netloc or "default"
+    with _embedded_lock:
+        server = _embedded_servers.get(name)
+        if server is None:
+            server = _embedded_servers[name] = fakeredis.FakeServer()
+    return fakeredis.FakeRedis(server=server)

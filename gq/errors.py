@@ -1,0 +1,91 @@
+"""The error tree of gq: every error derives from GQError and keeps its data on attributes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gq.job import Job
+
+
+class GQError(Exception):
+    """Base class of every error gq raises."""
+
+
+class ConfigurationError(GQError, ValueError):
+    """A bad argument or option, raised at construction (or when a run starts)."""
+
+
+class JobAlreadyExistsError(GQError):
+    """A job with this id is still in the queue (ready, scheduled, running or dead).
+
+    ``perform_many`` stores every new job of the batch before raising; ``duplicates``
+    lists every job that was refused, ``job`` is the first of them.
+    """
+
+    def __init__(self, job: Job, duplicates: Sequence[Job] = ()) -> None:
+        self.job = job
+        self.duplicates = list(duplicates) or [job]
+        super().__init__(f"a job with id {job.id!r} already exists")
+
+
+class _JobOperationError(GQError):
+    """A write about one job failed; the consumer aborts rather than guess its state."""
+
+    verb = "process"
+
+    def __init__(self, job: Job, cause: BaseException) -> None:
+        self.job = job
+        self.cause = cause
+        super().__init__(f"failed to {self.verb} job {job.id!r}: {cause}")
+
+
+class AckJobError(_JobOperationError):
+    verb = "acknowledge"
+
+
+class RetryJobError(_JobOperationError):
+    verb = "retry"
+
+
+class KillJobError(_JobOperationError):
+    verb = "kill"
+
+
+class MaxBackoffExceededError(GQError):
+    """A maintenance loop failed ``attempt`` times in a row and its budget is spent."""
+
+    def __init__(self, process: str, attempt: int) -> None:
+        self.process = process
+        self.attempt = attempt
+        super().__init__(f"{process} failed {attempt} times in a row; giving up")
+
+
+class ShutdownTimeoutError(GQError):
+    """Handlers were still running when the shutdown grace period ran out.
+
+    Their jobs stay in the consumer's in-flight set; another consumer's custodian
+    recovers them once this consumer's heartbeat has expired.
+    """
+
+    def __init__(self, unfinished: int, grace_period: float | None) -> None:
+        self.unfinished = unfinished
+        self.grace_period = grace_period
+        if grace_period:
+            reason = f"after the {grace_period:g} s grace period"
+        else:
+            reason = "on a forced stop"
+        super().__init__(f"{unfinished} job(s) still running {reason}; left for recovery")
+
+
+class JobTimeout(BaseException):
+    """Raised inside a handler that ran past ``job_timeout``; counts as a failed attempt.
+
+    A ``BaseException``, like ``gevent.Timeout``, so that a handler's ``except Exception``
+    cannot swallow it.
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        super().__init__(f"job ran past its {seconds:g} s timeout" if seconds else "job timed out")

@@ -1,0 +1,146 @@
+"""Consumer options: curlyq's names and defaults plus gq's own, validated once (SPEC section 2).
+
+Durations are accepted as float seconds or ``timedelta`` and stored as float seconds.
+The running consumer reads ``consumer.opts`` live, so a test may lower a value below its
+minimum after construction.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, fields
+from datetime import timedelta
+from typing import Any, Union
+
+from gq.errors import ConfigurationError
+
+log = logging.getLogger("gq.options")
+
+Duration = Union[float, int, timedelta]
+
+DAY = 24 * 3600.0
+
+# Floors below which a value is raised, with a warning, as curlyq does.
+MINIMUMS: dict[str, float] = {
+    "poller_poll_duration": 1.0,
+    "heartbeat_poll_interval": 15.0,
+    "custodian_consumer_timeout": 5.0,
+}
+
+_DURATIONS = {
+    "job_max_backoff", "shutdown_grace_period", "poller_poll_duration", "poller_max_backoff",
+    "heartbeat_poll_interval", "heartbeat_max_backoff", "scheduler_poll_interval",
+    "scheduler_max_backoff", "custodian_poll_interval", "custodian_consumer_timeout",
+    "custodian_max_backoff", "job_timeout", "dead_max_age",
+}
+# Counts that must be at least 1; every other count may be 0.
+_POSITIVE_COUNTS = {
+    "processor_concurrency", "poller_buffer_size", "scheduler_max_jobs",
+    "custodian_max_jobs", "dead_max_jobs",
+}
+# Options where None (or 0) means "no limit".
+_OPTIONAL = {
+    "shutdown_grace_period", "job_timeout", "poller_max_attempts", "heartbeat_max_attempts",
+    "scheduler_max_attempts", "custodian_max_attempts",
+}
+
+
+@dataclass
+class ConsumerOptions:
+    """Every knob of a Consumer; each comment gives the default and the minimum."""
+
+    job_max_attempts: int = 20
+    """Default 20. A failing job with ``attempt < job_max_attempts`` is retried, else killed."""
+    job_max_backoff: float = 7 * DAY
+    """Default 7 days. Cap on the delay before a retry."""
+    shutdown_grace_period: float | None = None
+    """Default None. How long a stop waits for running handlers; None or 0 waits forever."""
+    processor_concurrency: int = 5
+    """Default 5, minimum 1. Handlers running at once."""
+    poller_buffer_size: int = 10
+    """Default 10, minimum 1. Jobs fetched ahead and held locally."""
+    poller_poll_duration: float = 5.0
+    """Default 5 s, minimum 1 s. How long one blocking wait for new jobs lasts."""
+    poller_max_attempts: int | None = 0
+    """Default 0 (never abort). Consecutive poller failures before the consumer aborts."""
+    poller_max_backoff: float = 30.0
+    """Default 30 s. Cap on the poller's backoff after a failure."""
+    heartbeat_poll_interval: float = 60.0
+    """Default 60 s, minimum 15 s. How often the consumer proves it is alive."""
+    heartbeat_max_attempts: int | None = 0
+    """Default 0 (never abort)."""
+    heartbeat_max_backoff: float = 30.0
+    """Default 30 s."""
+    scheduler_poll_interval: float = 5.0
+    """Default 5 s. How often due scheduled jobs are moved to the queue."""
+    scheduler_max_jobs: int = 50
+    """Default 50, minimum 1. Jobs moved per pass; a full pass repeats at once."""
+    scheduler_max_attempts: int | None = 0
+    """Default 0 (never abort)."""
+    scheduler_max_backoff: float = 30.0
+    """Default 30 s."""
+    custodian_poll_interval: float = 60.0
+    """Default 60 s. How often jobs of dead consumers are recovered."""
+    custodian_consumer_timeout: float = 60.0
+    """Default 60 s, minimum 5 s. A consumer silent for heartbeat interval + this is dead."""
+    custodian_max_jobs: int = 50
+    """Default 50, minimum 1. Jobs recovered per pass; a full pass repeats at once."""
+    custodian_max_attempts: int | None = 0
+    """Default 0 (never abort)."""
+    custodian_max_backoff: float = 30.0
+    """Default 30 s."""
+    job_max_recoveries: int = 3
+    """Default 3 (gq). Recoveries from crashed consumers in a row before a job goes to dead."""
+    job_timeout: float | None = None
+    """Default None (gq). Per-job limit; expiry counts as a failed attempt."""
+    dead_max_jobs: int = 10_000
+    """Default 10,000, minimum 1 (gq). The dead set keeps at most this many jobs."""
+    dead_max_age: float = 180 * DAY
+    """Default 180 days (gq). Dead jobs older than this are deleted and their ids freed."""
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            name = field.name
+            value = getattr(self, name)
+            if name in _DURATIONS:
+                value = _seconds(name, value, optional=name in _OPTIONAL)
+            else:
+                value = _count(name, value, optional=name in _OPTIONAL)
+            setattr(self, name, value)
+        for name, floor in MINIMUMS.items():
+            if getattr(self, name) < floor:
+                value = getattr(self, name)
+                log.warning("%s=%r is below its minimum; using %r", name, value, floor)
+                setattr(self, name, floor)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [field.name for field in fields(cls)]
+
+
+def _seconds(name: str, value: Any, *, optional: bool) -> Any:
+    if value is None:
+        if optional:
+            return None
+        raise ConfigurationError(f"{name} must be a duration, not None")
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ConfigurationError(f"{name} must be seconds (float) or a timedelta, not {value!r}")
+    if value < 0:
+        raise ConfigurationError(f"{name} must not be negative, got {value!r}")
+    if optional and value == 0:
+        return None
+    return float(value)
+
+
+def _count(name: str, value: Any, *, optional: bool) -> Any:
+    if value is None and optional:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be an int, not {value!r}")
+    low = 1 if name in _POSITIVE_COUNTS else 0
+    if value < low:
+        raise ConfigurationError(f"{name} must be at least {low}, got {value!r}")
+    return value

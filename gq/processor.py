@@ -1,0 +1,178 @@
+"""Running handlers: the local buffer, the handler pool, and the outcome of each job.
+
+A job is acknowledged only after its handler returned (at-least-once). Acknowledgements
+are batched: whatever finished while the previous ack was on the wire goes in the next
+single script call, which adds no delay when idle and saves a round trip per job under
+load. A job whose handler returned but whose ack was not yet sent when the process dies
+runs again; running a job twice is better than losing it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+import gevent
+from gevent.event import Event
+from gevent.lock import Semaphore
+from gevent.pool import Pool
+from gevent.queue import Queue
+
+from gq import job as jobs
+from gq.backoff import backoff
+from gq.errors import AckJobError, GQError, JobTimeout, KillJobError, RetryJobError
+from gq.job import Job
+from gq.options import ConsumerOptions
+from gq.redis_queue import RedisQueue
+
+log = logging.getLogger("gq.processor")
+
+Handler = Callable[[Job], object]
+
+
+@dataclass
+class Stats:
+    """Counters of one consumer run, read by the CLI's periodic report."""
+
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    killed: int = 0
+    started: float = field(default_factory=lambda: gevent.get_hub().loop.now())
+
+
+class Acker:
+    """Acknowledges finished jobs in batches, one script call in flight at a time."""
+
+    def __init__(self, queue: RedisQueue, consumer_id: str,
+                 on_fatal: Callable[[GQError], None], context: str) -> None:
+        self._queue = queue
+        self._consumer_id = consumer_id
+        self._on_fatal = on_fatal
+        self._context = context
+        self._pending: list[Job] = []
+        self._wakeup = Event()
+        self._idle = Event()
+        self._idle.set()
+
+    def add(self, job: Job) -> None:
+        self._pending.append(job)
+        self._idle.clear()
+        self._wakeup.set()
+
+    def run(self) -> None:
+        while True:
+            self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    acked = self._queue.ack(self._consumer_id, [job.id for job in batch])
+                except Exception as exc:
+                    self._on_fatal(AckJobError(batch[0], exc))
+                    return
+                for job, ok in zip(batch, acked):
+                    if not ok:
+                        _warn_not_owned(self._context, job, "acknowledge")
+            self._idle.set()
+
+    def flush(self) -> None:
+        """Wait until every job added so far has been acknowledged (or the acker died)."""
+        self._idle.wait()
+
+
+class Processor:
+    """Takes buffered jobs into a pool of ``processor_concurrency`` handlers."""
+
+    def __init__(self, queue: RedisQueue, consumer_id: str, opts: ConsumerOptions,
+                 handler: Handler, on_fatal: Callable[[GQError], None], context: str) -> None:
+        self._queue = queue
+        self._consumer_id = consumer_id
+        self._opts = opts
+        self._handler = handler
+        self._on_fatal = on_fatal
+        self._context = context
+        self.pool = Pool(opts.processor_concurrency)
+        # Jobs fetched but not started; ``slots`` counts the room left, so the poller
+        # never holds more than poller_buffer_size of them.
+        self.buffer: Queue[Job] = Queue()
+        self.slots = Semaphore(opts.poller_buffer_size)
+        self.acker = Acker(queue, consumer_id, on_fatal, context)
+        self.stats = Stats()
+
+    def feed(self) -> None:
+        """Start buffered jobs as handler slots free up (its own greenlet, killed at stop).
+
+        Between ``buffer.get`` and ``spawn`` nothing yields, so killing this greenlet
+        never drops a job on the floor.
+        """
+        while True:
+            self.pool.wait_available()
+            job = self.buffer.get()
+            self.slots.release()
+            self.pool.spawn(self.execute, job)
+
+    def take_buffered(self) -> list[Job]:
+        taken = []
+        while not self.buffer.empty():
+            taken.append(self.buffer.get_nowait())
+            self.slots.release()
+        return taken
+
+    def execute(self, job: Job) -> None:
+        timeout = self._opts.job_timeout
+        try:
+            with gevent.Timeout(timeout, JobTimeout(timeout) if timeout else None):
+                # A copy: what the handler does to its Job must not change what is stored.
+                self._handler(Job(id=job.id, data=job.data, attempt=job.attempt))
+        except gevent.GreenletExit:
+            raise  # a forced stop: the job stays in flight for another consumer
+        except BaseException as exc:  # the handler's failure, whatever it raised
+            self._failed(job, exc)
+        else:
+            self.stats.done += 1
+            self.acker.add(job)
+
+    def _failed(self, job: Job, exc: BaseException) -> None:
+        self.stats.failed += 1
+        updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
+        message = jobs.encode(updated, error=_describe(exc))
+        if job.attempt < self._opts.job_max_attempts:
+            delay = backoff(job.attempt, self._opts.job_max_backoff)
+            log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s",
+                        self._context, job.id, job.attempt, delay, _describe(exc), exc_info=exc)
+            try:
+                owned = self._queue.retry(self._consumer_id, job.id, message, delay)
+            except Exception as error:
+                self._on_fatal(RetryJobError(updated, error))
+                return
+            self.stats.retried += 1
+        else:
+            log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
+                      self._context, job.id, job.attempt, _describe(exc), exc_info=exc)
+            try:
+                owned = self.kill(job.id, message)
+            except Exception as error:
+                self._on_fatal(KillJobError(updated, error))
+                return
+            self.stats.killed += 1
+        if not owned:
+            _warn_not_owned(self._context, job, "retry or kill")
+
+    def kill(self, job_id: str, message: bytes | None) -> bool:
+        return self._queue.kill(self._consumer_id, job_id, message,
+                                dead_max_jobs=self._opts.dead_max_jobs,
+                                dead_max_age=self._opts.dead_max_age)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _warn_not_owned(context: str, job: Job, action: str) -> None:
+    # Another consumer's custodian took the job back (this consumer looked dead), so it
+    # may have run twice; the new owner's state is left alone.
+    log.warning("%s: could not %s job %s: no longer in this consumer's in-flight set "
+                "(recovered by a custodian?); it may run twice", context, action, job.id)

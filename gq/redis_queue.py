@@ -1,0 +1,280 @@
+"""The one module that talks to Redis: a typed method per Lua script (SPEC section 4).
+
+Everything above this module works with ids, messages and numbers; nothing above it
+builds a key or a Redis command.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence, TypeVar
+
+import redis
+from redis.commands.core import Script
+
+from gq import scripts
+from gq.errors import ConfigurationError
+from gq.keys import QueueKeys
+
+# Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
+# batches are split into several calls sent in one pipeline.
+MAX_BATCH = 1000
+
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T], size: int = MAX_BATCH) -> list[Sequence[T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+class RedisQueue:
+    """The Redis state of queue ``name``, reached through ``client``."""
+
+    def __init__(self, client: redis.Redis, name: str) -> None:
+        encoder = getattr(client, "get_encoder", None)
+        if encoder is not None and encoder().decode_responses:
+            raise ConfigurationError(
+                "gq needs a Redis client with decode_responses=False: job data is bytes"
+            )
+        self.client = client
+        self.keys = QueueKeys(name)
+        self._embedded = type(client).__module__.startswith("fakeredis")
+        self._scripts: dict[str, Script] = {
+            name: client.register_script(scripts.source(name)) for name in scripts.NAMES
+        }
+
+    def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        return self._scripts[name](keys=list(keys), args=list(args))
+
+    def _run_batches(self, name: str, keys: Sequence[str], batches: list[list[Any]]) -> list[Any]:
+        """Run one script call per batch: a single call directly, several in one pipeline."""
+        if len(batches) == 1:
+            return [self._run(name, keys, batches[0])]
+        pipe = self.client.pipeline(transaction=False)
+        for args in batches:
+            self._scripts[name](keys=list(keys), args=args, client=pipe)
+        return list(pipe.execute())
+
+    # -- producer ---------------------------------------------------------------------
+
+    def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
+        """Store and queue each (id, message) whose id is new; True where stored."""
+        batches = [[part for pair in chunk for part in pair] for chunk in chunks(messages)]
+        replies = self._run_batches("push", [self.keys.data, self.keys.active, self.keys.signal],
+                                    batches)
+        return [bool(flag) for reply in replies for flag in reply]
+
+    def schedule(self, entries: Sequence[tuple[str, bytes, float]], *, relative: bool) -> list[bool]:
+        """Store and schedule each (id, message, time) whose id is new; True where stored.
+
+        ``relative`` times are delays added to the server's clock, others unix seconds.
+        """
+        mode = "after" if relative else "at"
+        batches = [[mode, *(part for entry in chunk for part in (entry[0], entry[1], repr(entry[2])))]
+                   for chunk in chunks(entries)]
+        replies = self._run_batches("schedule", [self.keys.data, self.keys.scheduled], batches)
+        return [bool(flag) for reply in replies for flag in reply]
+
+    # -- consumer: liveness ------------------------------------------------------------
+
+    def register(self, consumer_id: str) -> float:
+        """Heartbeat: score this consumer with the server's time, which is returned."""
+        inflight = self.keys.inflight(consumer_id)
+        return float(self._run("register", [self.keys.consumers], [inflight]))
+
+    def deregister(self, consumer_id: str) -> bool:
+        """Leave the consumers set after a clean stop, unless jobs are still in flight."""
+        inflight = self.keys.inflight(consumer_id)
+        return bool(self._run("deregister", [self.keys.consumers, inflight], [inflight]))
+
+    # -- consumer: jobs -----------------------------------------------------------------
+
+    def wait_for_signal(self, timeout: float) -> bool:
+        """Block until the queue may have jobs (True) or ``timeout`` seconds pass (False).
+
+        The element is moved onto its own list, so it stays for the other consumers.
+        """
+        key = self.keys.signal
+        if self._embedded:
+            # fakeredis answers BLMOVE at once instead of blocking (2.41), which would
+            # make the poller spin; BRPOPLPUSH blocks there, and on a one-element list
+            # moved onto itself it does the same thing.
+            return self.client.brpoplpush(key, key, timeout) is not None
+        return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None  # type: ignore[arg-type]
+
+    def fetch(self, consumer_id: str, count: int) -> list[tuple[str, bytes | None]]:
+        """Take up to ``count`` jobs into this consumer's in-flight set: (id, message or None)."""
+        inflight = self.keys.inflight(consumer_id)
+        reply = self._run(
+            "fetch",
+            [self.keys.consumers, self.keys.active, inflight, self.keys.data, self.keys.signal],
+            [inflight, min(count, MAX_BATCH)],
+        )
+        return [(_text(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
+
+    def ack(self, consumer_id: str, ids: Sequence[str]) -> list[bool]:
+        """Acknowledge the jobs this consumer owns: True per id acknowledged, False if not owned."""
+        keys = [self.keys.inflight(consumer_id), self.keys.data, self.keys.recovered]
+        replies = self._run_batches("ack", keys, [list(chunk) for chunk in chunks(ids)])
+        return [bool(flag) for reply in replies for flag in reply]
+
+    def retry(self, consumer_id: str, job_id: str, message: bytes, delay: float) -> bool:
+        keys = [self.keys.inflight(consumer_id), self.keys.scheduled, self.keys.data,
+                self.keys.recovered]
+        return bool(self._run("retry", keys, [job_id, message, repr(float(delay))]))
+
+    def kill(self, consumer_id: str, job_id: str, message: bytes | None, *,
+             dead_max_jobs: int, dead_max_age: float) -> bool:
+        """Move an owned job to dead; ``message=None`` keeps the stored (undecodable) one."""
+        keys = [self.keys.inflight(consumer_id), self.keys.dead, self.keys.data,
+                self.keys.recovered]
+        args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
+        return bool(self._run("kill", keys, args))
+
+    def requeue(self, consumer_id: str, ids: Sequence[str]) -> int:
+        """Put owned, never-started jobs back at the head of the queue, in order."""
+        keys = [self.keys.inflight(consumer_id), self.keys.active, self.keys.signal]
+        # Later batches go back first so that the whole sequence keeps its order.
+        batches = [list(chunk) for chunk in reversed(chunks(ids))]
+        return sum(int(n) for n in self._run_batches("requeue", keys, batches)) if ids else 0
+
+    # -- consumer: maintenance ------------------------------------------------------------
+
+    def enqueue_due(self, limit: int) -> int:
+        keys = [self.keys.scheduled, self.keys.active, self.keys.signal]
+        return int(self._run("enqueue_due", keys, [limit]))
+
+    def expired_consumers(self, timeout: float, limit: int) -> list[str]:
+        """In-flight keys of consumers silent for ``timeout`` seconds of server time, oldest first."""
+        reply = self._run("expired_consumers", [self.keys.consumers], [repr(float(timeout)), limit])
+        return [_text(key) for key in reply]
+
+    def recover(self, consumer_id: str, inflight_keys: Sequence[str], *, timeout: float,
+                max_jobs: int, max_recoveries: int, dead_max_jobs: int,
+                dead_max_age: float) -> int:
+        """Recover the jobs of the given expired consumers; the count of jobs moved."""
+        if not inflight_keys:
+            return 0
+        k = self.keys
+        keys = [k.consumers, k.active, k.data, k.dead, k.signal, k.recovered, *inflight_keys]
+        args = [repr(float(timeout)), max_jobs, max_recoveries, k.inflight(consumer_id),
+                dead_max_jobs, repr(float(dead_max_age))]
+        return int(self._run("recover", keys, args))
+
+    def server_time(self) -> float:
+        seconds, micros = self.client.time()
+        return seconds + micros / 1e6
+
+    # -- inspection (operator tool and tests) ----------------------------------------------
+
+    def messages(self, ids: Iterable[str]) -> list[bytes | None]:
+        ids = list(ids)
+        return [v if v is None or isinstance(v, bytes) else v.encode() for v in self.client.hmget(self.keys.data, ids)] if ids else []
+
+    # -- inspection / admin (gq-worker --burst and the gq operator tool) --------------------
+
+    def ping(self) -> None:
+        """Raise the client's error unless Redis answers and accepts the credentials."""
+        self.client.ping()
+
+    def backlog(self, consumer_id: str) -> tuple[int, int, int]:
+        """(ready, due by server time, in flight for this consumer), read atomically."""
+        keys = [self.keys.active, self.keys.scheduled, self.keys.inflight(consumer_id)]
+        ready, due, inflight = self._run("backlog", keys, [])
+        return int(ready), int(due), int(inflight)
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state: ready, scheduled, due (scheduled and past their time), dead."""
+        now = self.server_time()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.llen(self.keys.active)
+        pipe.zcard(self.keys.scheduled)
+        pipe.zcount(self.keys.scheduled, "-inf", repr(now))
+        pipe.zcard(self.keys.dead)
+        ready, scheduled, due, dead = pipe.execute()
+        return {"ready": int(ready), "scheduled": int(scheduled), "due": int(due),
+                "dead": int(dead)}
+
+    def oldest_ready(self) -> str | None:
+        """The id at the head of the active list (the next to run), if any."""
+        head = self.client.lindex(self.keys.active, 0)
+        return None if head is None else _text(head)
+
+    def consumers(self) -> list[tuple[str, float, int]]:
+        """Every registered consumer, least recently seen first:
+        (consumer id, last heartbeat in unix seconds, jobs in its in-flight set)."""
+        entries = self._scored(self.keys.consumers, -1)
+        if not entries:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for key, _ in entries:
+            pipe.scard(key)
+        sizes = pipe.execute()
+        prefix = self.keys.inflight("")
+        return [(key[len(prefix):] if key.startswith(prefix) else key, score, int(size))
+                for (key, score), size in zip(entries, sizes)]
+
+    def dead_jobs(self, limit: int, *,
+                  newest_first: bool = True) -> list[tuple[str, float, bytes | None]]:
+        """Up to ``limit`` dead jobs: (id, unix time it was killed, message or None)."""
+        return self._entries(self.keys.dead, limit, newest_first)
+
+    def scheduled_jobs(self, limit: int) -> list[tuple[str, float, bytes | None]]:
+        """Up to ``limit`` scheduled jobs, soonest first: (id, unix time due, message or None)."""
+        return self._entries(self.keys.scheduled, limit, False)
+
+    def _entries(self, key: str, limit: int,
+                 newest_first: bool) -> list[tuple[str, float, bytes | None]]:
+        if limit <= 0:
+            return []
+        entries = self._scored(key, limit - 1, desc=newest_first)
+        messages = self.messages([job_id for job_id, _ in entries])
+        return [(job_id, score, message) for (job_id, score), message in zip(entries, messages)]
+
+    def _scored(self, key: str, stop: int, *, desc: bool = False) -> list[tuple[str, float]]:
+        """Members 0 to ``stop`` (-1: all) of sorted set ``key``, with their scores."""
+        reply: Any = self.client.zrange(key, 0, stop, desc=desc, withscores=True)
+        return [(_text(member), float(score)) for member, score in reply]
+
+    def retry_dead(self, entries: Sequence[tuple[str, bytes | None]]) -> list[bool]:
+        """Queue again each (id, new message or None to keep it) still in the dead set."""
+        batches = [[part for job_id, message in chunk for part in (job_id, message or b"")]
+                   for chunk in chunks(entries)]
+        if not batches:
+            return []
+        keys = [self.keys.dead, self.keys.data, self.keys.active, self.keys.signal]
+        return [bool(flag) for reply in self._run_batches("retry_dead", keys, batches)
+                for flag in reply]
+
+    def delete_dead(self, ids: Sequence[str]) -> list[bool]:
+        """Delete the given dead jobs and free their ids; True per id that was dead."""
+        return self._delete_from(self.keys.dead, ids)
+
+    def delete_scheduled(self, ids: Sequence[str]) -> list[bool]:
+        """Delete the given scheduled jobs and free their ids; True per id that was scheduled."""
+        return self._delete_from(self.keys.scheduled, ids)
+
+    def _delete_from(self, key: str, ids: Sequence[str]) -> list[bool]:
+        if not ids:
+            return []
+        keys = [key, self.keys.data, self.keys.recovered]
+        replies = self._run_batches("delete_jobs", keys, [list(chunk) for chunk in chunks(ids)])
+        return [bool(flag) for reply in replies for flag in reply]
+
+    def delete_queue(self) -> int:
+        """Delete every key of this queue, in-flight sets included; the count of keys deleted.
+
+        Not atomic, and it takes jobs from under running consumers: for throwaway queues
+        (``gq demo``) once their consumers have stopped.
+        """
+        k = self.keys
+        members = self.client.zrange(k.consumers, 0, -1)
+        keys = [k.data, k.active, k.scheduled, k.dead, k.consumers, k.signal, k.recovered,
+                *(_text(member) for member in members)]
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:  # one key per call: a cluster may hold them on different slots
+            pipe.delete(key)
+        return sum(int(n) for n in pipe.execute())

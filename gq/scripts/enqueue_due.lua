@@ -1,0 +1,12 @@
+-- include: time, chunk
+-- enqueue due: move up to n ids whose time has come (by the server's TIME) from the
+-- scheduled set to the tail of the active list, oldest first; raise the signal if any moved.
+-- KEYS[1] scheduled sorted set   KEYS[2] active list   KEYS[3] signal list
+-- ARGV[1] n, the most ids to move (scheduler_max_jobs)
+-- Returns the number of ids moved.
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', server_now(), 'LIMIT', 0, tonumber(ARGV[1]))
+if #ids == 0 then return 0 end
+call_chunked('RPUSH', KEYS[2], ids)
+call_chunked('ZREM', KEYS[1], ids)
+raise_signal(KEYS[3])
+return #ids

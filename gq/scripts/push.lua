@@ -1,0 +1,21 @@
+-- include: chunk
+-- push: store each job whose id is new, append it to the active list, raise the signal.
+-- KEYS[1] data hash   KEYS[2] active list   KEYS[3] signal list
+-- ARGV    id1, message1, id2, message2, ...  (the caller sends at most 1000 pairs per call)
+-- Returns an array with one integer per job, in order: 1 stored and queued, 0 the id exists.
+-- Safe to replay: a replayed push finds its ids taken and changes nothing.
+local results = {}
+local queued = {}
+for i = 1, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
+    queued[#queued + 1] = ARGV[i]
+    results[#results + 1] = 1
+  else
+    results[#results + 1] = 0
+  end
+end
+if #queued > 0 then
+  call_chunked('RPUSH', KEYS[2], queued)
+  raise_signal(KEYS[3])
+end
+return results

@@ -1,0 +1,63 @@
+-- include: time, chunk, dead
+-- recover orphans (step 2): for each given consumer that is still expired, oldest first,
+-- move its in-flight ids back to the active list, at most max_jobs in all, counting each
+-- recovery in the recovered hash; a job recovered more than max_recoveries times in a row
+-- goes to the dead set with the reason in its message. A consumer whose set ran empty is
+-- dropped from the consumers set. Raises the signal if anything was queued.
+-- KEYS[1] consumers   KEYS[2] active list   KEYS[3] data hash   KEYS[4] dead sorted set
+-- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7..] in-flight sets of expired consumers
+-- ARGV[1] timeout in seconds   ARGV[2] max_jobs   ARGV[3] max_recoveries
+-- ARGV[4] the calling consumer's own in-flight key (never recovered)
+-- ARGV[5] dead_max_jobs   ARGV[6] dead_max_age in seconds
+-- Returns the number of jobs moved (to active or dead; missing messages are dropped and counted).
+local now = server_now()
+local cutoff = now - tonumber(ARGV[1])
+local max_jobs = tonumber(ARGV[2])
+local max_recoveries = tonumber(ARGV[3])
+
+-- A script is not rolled back on error, and ids popped from a set but not yet pushed
+-- would be lost: refuse before the first write if a key has the wrong type.
+local function check_type(key, wanted)
+  local t = redis.call('TYPE', key).ok
+  if t ~= 'none' and t ~= wanted then
+    error('GQWRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. wanted)
+  end
+end
+check_type(KEYS[2], 'list'); check_type(KEYS[3], 'hash'); check_type(KEYS[4], 'zset')
+check_type(KEYS[6], 'hash')
+
+local moved, killed = 0, 0
+for k = 7, #KEYS do
+  if moved >= max_jobs then break end
+  local key = KEYS[k]
+  local score = redis.call('ZSCORE', KEYS[1], key)
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'set' and kind ~= 'none' then
+    -- Not a consumer's in-flight set: a registration with nothing to recover.
+    redis.call('ZREM', KEYS[1], key)
+  elseif key ~= ARGV[4] and score and tonumber(score) <= cutoff then
+    local wanted = max_jobs - moved
+    local ids = redis.call('SPOP', key, wanted)
+    local queued = {}
+    for _, id in ipairs(ids) do
+      local message = redis.call('HGET', KEYS[3], id)
+      if message then
+        if redis.call('HINCRBY', KEYS[6], id, 1) > max_recoveries then
+          redis.call('ZADD', KEYS[4], now, id)
+          redis.call('HSET', KEYS[3], id, with_error(message,
+            'recovered ' .. max_recoveries .. ' times from crashed consumers; last from ' .. key))
+          redis.call('HDEL', KEYS[6], id)
+          killed = killed + 1
+        else
+          queued[#queued + 1] = id
+        end
+      end
+    end
+    call_chunked('RPUSH', KEYS[2], queued)
+    if #queued > 0 then raise_signal(KEYS[5]) end
+    moved = moved + #ids
+    if #ids < wanted then redis.call('ZREM', KEYS[1], key) end
+  end
+end
+if killed > 0 then trim_dead(KEYS[4], KEYS[3], now, tonumber(ARGV[5]), tonumber(ARGV[6])) end
+return moved

@@ -1,0 +1,58 @@
+"""Option validation beyond curlyq's defaults and minimums (covered in test_consumer.py)."""
+
+import logging
+from datetime import timedelta
+
+import pytest
+
+from gq import ConfigurationError, ConsumerOptions
+from gq.backoff import backoff
+
+
+def test_durations_accept_timedelta_and_store_seconds():
+    opts = ConsumerOptions(job_timeout=timedelta(seconds=90), dead_max_age=timedelta(days=1))
+    assert opts.job_timeout == 90.0
+    assert opts.dead_max_age == 86400.0
+
+
+def test_zero_grace_period_and_job_timeout_mean_none():
+    opts = ConsumerOptions(shutdown_grace_period=0, job_timeout=0)
+    assert opts.shutdown_grace_period is None
+    assert opts.job_timeout is None
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("processor_concurrency", 0),
+        ("poller_buffer_size", -1),
+        ("job_max_attempts", -1),
+        ("job_max_backoff", -5),
+        ("scheduler_poll_interval", "5"),
+        ("processor_concurrency", 2.5),
+        ("processor_concurrency", True),
+        ("heartbeat_poll_interval", float("nan")),
+        ("dead_max_jobs", 0),
+    ],
+)
+def test_nonsensical_values_raise_configuration_error_naming_the_field(name, value):
+    with pytest.raises(ConfigurationError, match=name):
+        ConsumerOptions(**{name: value})
+
+
+def test_configuration_error_is_also_a_value_error():
+    assert issubclass(ConfigurationError, ValueError)
+
+
+def test_values_below_a_minimum_are_raised_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="gq.options"):
+        opts = ConsumerOptions(heartbeat_poll_interval=1)
+    assert opts.heartbeat_poll_interval == 15.0
+    assert "heartbeat_poll_interval" in caplog.text
+
+
+def test_backoff_follows_curlyqs_formula_and_its_cap():
+    assert backoff(6, cap=1000, rand=0.0) == 32.0
+    assert backoff(6, cap=1000, rand=0.999) == pytest.approx(63.968)
+    assert backoff(6, cap=10, rand=0.5) == 10
+    assert backoff(10_000, cap=30) == 30

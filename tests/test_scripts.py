@@ -1,0 +1,162 @@
+"""The Lua contract: every script loads on a real Redis, returns what its header says, and
+follows the Lua 5.1 hygiene rules (SPEC section 6)."""
+
+import re
+from importlib import resources
+
+import pytest
+import redis
+
+import gq
+from gq import scripts
+from gq.keys import QueueKeys
+from gq.redis_queue import RedisQueue
+from tests import queue_state as state
+
+SCRIPT_DIR = resources.files("gq.scripts")
+
+
+def lua_files(folder):
+    return {p.name[:-4] for p in folder.iterdir() if p.name.endswith(".lua")}
+
+
+def test_the_script_files_are_exactly_the_scripts_the_code_loads():
+    assert lua_files(SCRIPT_DIR) == set(scripts.NAMES)
+
+
+def test_every_included_library_exists_and_every_library_is_used():
+    used = set()
+    for name in scripts.NAMES:
+        match = re.search(r"^-- include: *(.+)$", SCRIPT_DIR.joinpath(f"{name}.lua").read_text(), re.M)
+        used |= {part.strip() for part in match.group(1).split(",")} if match else set()
+    assert used == lua_files(SCRIPT_DIR.joinpath("lib"))
+
+
+@pytest.mark.parametrize("name", scripts.NAMES)
+def test_every_script_documents_its_keys_arguments_and_return(name):
+    header = scripts.header(name)
+    assert "KEYS[1]" in header
+    assert "ARGV" in header
+    assert "Returns" in header
+
+
+@pytest.mark.parametrize("name", scripts.NAMES)
+def test_every_script_loads_on_a_real_redis(redis_server, name):
+    client = redis_server.client()
+    sha = client.script_load(scripts.source(name))
+    assert client.script_exists(sha) == [True]
+
+
+@pytest.mark.parametrize("name", scripts.NAMES)
+def test_lua_51_hygiene(name):
+    source = scripts.source(name)
+    assert "table.getn" not in source
+    # Every unpack is of a bounded slice: either (list, from, to) or the dead-set trim batch.
+    for call in re.findall(r"unpack\(([^()]*)\)", source):
+        assert call.count(",") == 2 or call == "ids", f"unbounded unpack({call}) in {name}"
+    code = re.sub(r"--[^\n]*", "", source)
+    # Every key is declared: KEYS is only ever indexed, and no key name is built in Lua.
+    assert "KEYS" not in re.sub(r"KEYS\[(\d+|k)\]|#KEYS", "", code), name
+    assert not re.search(r"\.\.\s*'[:{]", code), f"{name} builds a key name"
+
+
+# Each case runs one script through RedisQueue on a small state and checks the documented
+# return; together they cover every script in NAMES.
+def _cases():
+    def push(q, c):
+        assert q.push([("a", gq.job.encode(gq.Job("a"))), ("a", b"x")]) == [True, False]
+
+    def schedule(q, c):
+        assert q.schedule([("s", b"m", 5.0)], relative=True) == [True]
+
+    def register(q, c):
+        now = q.register("c1")
+        assert isinstance(now, float) and abs(now - state.server_time(c)) < 5
+
+    def deregister(q, c):
+        q.register("c1")
+        c.sadd(q.keys.inflight("c1"), "busy")
+        assert q.deregister("c1") is False
+        c.delete(q.keys.inflight("c1"))
+        assert q.deregister("c1") is True
+
+    def fetch(q, c):
+        q.push([("a", b"m1")])
+        c.rpush(q.keys.active, "no-message")
+        q.register("c1")
+        assert q.fetch("c1", 0) == []  # LRANGE 0 -1 would have taken the whole list
+        assert q.fetch("c1", 5) == [("a", b"m1"), ("no-message", None)]
+
+    def fetch_unregistered(q, c):
+        with pytest.raises(redis.ResponseError, match="GQNOTREGISTERED"):
+            q.fetch("nobody", 1)
+
+    def ack(q, c):
+        c.sadd(q.keys.inflight("c1"), "a")
+        assert q.ack("c1", ["a", "b"]) == [True, False]
+
+    def retry(q, c):
+        c.sadd(q.keys.inflight("c1"), "a")
+        assert q.retry("c1", "a", b"m", 1.0) is True
+        assert q.retry("c1", "a", b"m", 1.0) is False
+
+    def kill(q, c):
+        c.sadd(q.keys.inflight("c1"), "a")
+        assert q.kill("c1", "a", b"m", dead_max_jobs=10, dead_max_age=100.0) is True
+        assert q.kill("c1", "a", b"m", dead_max_jobs=10, dead_max_age=100.0) is False
+
+    def enqueue_due(q, c):
+        c.zadd(q.keys.scheduled, {"due": 1.0, "later": 4e9})
+        assert q.enqueue_due(10) == 1
+
+    def requeue(q, c):
+        c.sadd(q.keys.inflight("c1"), "a", "b")
+        assert q.requeue("c1", ["a", "b", "c"]) == 2
+        assert state.active(c, q.keys.name) == ["a", "b"]
+
+    def expired_and_recover(q, c):
+        c.zadd(q.keys.consumers, {q.keys.inflight("old"): 1.0})
+        c.sadd(q.keys.inflight("old"), "a")
+        c.hset(q.keys.data, "a", b"m")
+        expired = q.expired_consumers(60.0, 10)
+        assert expired == [q.keys.inflight("old")]
+        assert q.recover("c1", expired, timeout=60.0, max_jobs=10, max_recoveries=3,
+                         dead_max_jobs=10, dead_max_age=100.0) == 1
+
+    return [push, schedule, register, deregister, fetch, fetch_unregistered, ack, retry, kill,
+            enqueue_due, requeue, expired_and_recover]
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda f: f.__name__)
+def test_every_script_returns_what_its_header_says(backend, case):
+    case(RedisQueue(backend.client(), backend.queue), backend.direct())
+
+
+def test_scripts_reload_themselves_after_the_script_cache_is_flushed(backend):
+    # What a Redis restart or failover does to the cache; redis-py's Script reloads on NOSCRIPT.
+    queue = RedisQueue(backend.client(), backend.queue)
+    queue.push([("a", b"m")])
+    backend.direct().script_flush()
+    queue.push([("b", b"m")])
+    queue.register("c1")
+    assert [job_id for job_id, _ in queue.fetch("c1", 10)] == ["a", "b"]
+
+
+@pytest.mark.timeout(120)
+def test_large_batches_are_chunked_below_the_lua_unpack_limit(backend):
+    # Lua 5.1 fails with "too many results to unpack" at about 8,000 values.
+    queue = RedisQueue(backend.client(), backend.queue)
+    direct = backend.direct()
+    keys = QueueKeys(backend.queue)
+    count = 10_000
+    direct.zadd(keys.scheduled, {f"j{i}": 1.0 + i for i in range(count)})
+    assert queue.enqueue_due(count) == count
+    assert direct.llen(keys.active) == count
+    assert direct.lrange(keys.active, 0, 1) == [b"j0", b"j1"]
+    direct.zadd(keys.consumers, {keys.inflight("old"): 1.0})
+    direct.sadd(keys.inflight("old"), *[f"r{i}" for i in range(count)])
+    direct.hset(keys.data, mapping={f"r{i}": b"m" for i in range(count)})
+    recovered = queue.recover("c1", [keys.inflight("old")], timeout=60.0, max_jobs=count,
+                              max_recoveries=3, dead_max_jobs=10, dead_max_age=100.0)
+    assert recovered == count
+    assert direct.llen(keys.active) == 2 * count
