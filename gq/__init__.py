@@ -1,20 +1,27 @@
 """gq: a reliable Redis job queue whose worker runs on gevent, wire-compatible with curlyq."""
 
-from gq.consumer import Consumer
-from gq.errors import (
-    AckJobError,
-    ConfigurationError,
-    GQError,
-    JobAlreadyExistsError,
-    JobTimeout,
-    KillJobError,
-    MaxBackoffExceededError,
-    RetryJobError,
-    ShutdownTimeoutError,
-)
-from gq.job import Job
-from gq.options import ConsumerOptions
-from gq.producer import Producer
+from __future__ import annotations
+
+import importlib
+import logging as _logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gq.consumer import Consumer
+    from gq.errors import (
+        AckJobError,
+        ConfigurationError,
+        GQError,
+        JobAlreadyExistsError,
+        JobTimeout,
+        KillJobError,
+        MaxBackoffExceededError,
+        RetryJobError,
+        ShutdownTimeoutError,
+    )
+    from gq.job import Job
+    from gq.options import ConsumerOptions
+    from gq.producer import Producer
 
 __version__ = "0.1.0"
 
@@ -34,6 +41,26 @@ __all__ = [
     "ShutdownTimeoutError",
 ]
 
-import logging as _logging
+# The public names are imported on first use (PEP 562): `import gq.cli.worker` must import
+# neither redis nor ssl, because gq-worker monkey-patches before they are imported.
+_MODULES = {
+    "Consumer": "gq.consumer",
+    "Producer": "gq.producer",
+    "Job": "gq.job",
+    "ConsumerOptions": "gq.options",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'gq' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULES.get(name, "gq.errors")), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
 
 _logging.getLogger("gq").addHandler(_logging.NullHandler())

@@ -8,9 +8,10 @@ as a duplicate.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -20,6 +21,8 @@ from gq.errors import ConfigurationError
 
 FAKEREDIS_SCHEME = "fakeredis"
 DEFAULT_URL = "redis://localhost:6379/0"
+
+_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*", re.IGNORECASE)
 
 _embedded_lock = threading.Lock()
 _embedded_servers: dict[str, Any] = {}
@@ -31,14 +34,16 @@ def redact_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return "<unparseable url>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    netloc = f"{user}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    netloc = parts.netloc
+    if parts.password is not None:
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+        netloc = f"{parts.username or ''}:***@{host}"
+    # redis-py also takes the password as a query parameter (?password=...).
+    query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
+    shown = f"{parts.scheme}://{netloc}{parts.path}" if "://" in url else url.split("?")[0]
+    return shown + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def no_retry() -> Retry:

@@ -36,8 +36,14 @@ POOL_CONNECTIONS = 16
 class Consumer:
     """Runs a handler for every job of queue ``queue``; see SPEC section 2 for ``options``."""
 
-    def __init__(self, queue: str, *, url: str | None = None,
-                 client: redis.Redis | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        queue: str,
+        *,
+        url: str | None = None,
+        client: redis.Redis | None = None,
+        **options: Any,
+    ) -> None:
         self.queue = check_queue_name(queue)
         unknown = set(options) - set(ConsumerOptions.names())
         if unknown:
@@ -46,9 +52,13 @@ class Consumer:
         self.id = str(uuid.uuid4())
         # The blocking wait for the signal lasts poller_poll_duration: reads may take
         # that long, and only a silence well beyond it means the connection is gone.
-        client = resolve_client(url, client, max_connections=POOL_CONNECTIONS,
-                                socket_timeout=self.opts.poller_poll_duration + 10.0,
-                                socket_connect_timeout=10.0)
+        client = resolve_client(
+            url,
+            client,
+            max_connections=POOL_CONNECTIONS,
+            socket_timeout=self.opts.poller_poll_duration + 10.0,
+            socket_connect_timeout=10.0,
+        )
         self._queue = RedisQueue(client, self.queue)
         self.inflight_key = self._queue.keys.inflight(self.id)
         self.context = f"queue={self.queue} consumer={self.id}"
@@ -79,8 +89,9 @@ class Consumer:
             self._force = Event()
             self._fatal = None
 
-    def consume(self, handler: Handler,
-                signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
+    def consume(
+        self, handler: Handler, signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)
+    ) -> None:
         """``run`` with signal handling: the first signal stops gracefully, a second at once."""
         received = 0
 
@@ -88,8 +99,9 @@ class Consumer:
             nonlocal received
             received += 1
             if received == 1:
-                log.info("%s: signal received, stopping gracefully (again to stop now)",
-                         self.context)
+                log.info(
+                    "%s: signal received, stopping gracefully (again to stop now)", self.context
+                )
                 self.stop()
             else:
                 log.warning("%s: second signal, stopping now", self.context)
@@ -116,19 +128,27 @@ class Consumer:
     def _run(self, handler: Handler) -> None:
         opts = self.opts
         self._queue.register(self.id)  # before anything else; a failure raises at once
-        log.info("%s: started (concurrency=%d, buffer=%d)", self.context,
-                 opts.processor_concurrency, opts.poller_buffer_size)
-        processor = self._processor = Processor(self._queue, self.id, opts, handler,
-                                                self._abort, self.context)
+        log.info(
+            "%s: started (concurrency=%d, buffer=%d)",
+            self.context,
+            opts.processor_concurrency,
+            opts.poller_buffer_size,
+        )
+        processor = self._processor = Processor(
+            self._queue, self.id, opts, handler, self._abort, self.context
+        )
         self.stats = processor.stats
         loops = {
             "Poller": self._loop("Poller", self.poll_step, lambda: 0.0, "poller"),
-            "Heartbeat": self._loop("Heartbeat", self.heartbeat_step,
-                                    lambda: opts.heartbeat_poll_interval, "heartbeat"),
-            "Scheduler": self._loop("Scheduler", self.scheduler_step,
-                                    lambda: opts.scheduler_poll_interval, "scheduler"),
-            "Custodian": self._loop("Custodian", self.custodian_step,
-                                    lambda: opts.custodian_poll_interval, "custodian"),
+            "Heartbeat": self._loop(
+                "Heartbeat", self.heartbeat_step, lambda: opts.heartbeat_poll_interval, "heartbeat"
+            ),
+            "Scheduler": self._loop(
+                "Scheduler", self.scheduler_step, lambda: opts.scheduler_poll_interval, "scheduler"
+            ),
+            "Custodian": self._loop(
+                "Custodian", self.custodian_step, lambda: opts.custodian_poll_interval, "custodian"
+            ),
         }
         greenlets = {name: self._spawn(name, loop.run) for name, loop in loops.items()}
         greenlets["Processor"] = self._spawn("Processor", processor.feed)
@@ -143,11 +163,13 @@ class Consumer:
             gevent.killall([*greenlets.values(), *processor.pool.greenlets], timeout=5)
         if self._fatal is not None:
             raise self._fatal
-        log.info("%s: stopped (done=%d failed=%d)", self.context, self.stats.done,
-                 self.stats.failed)
+        log.info(
+            "%s: stopped (done=%d failed=%d)", self.context, self.stats.done, self.stats.failed
+        )
 
-    def _shutdown(self, processor: Processor, loops: dict[str, Loop],
-                  greenlets: dict[str, gevent.Greenlet]) -> None:
+    def _shutdown(
+        self, processor: Processor, loops: dict[str, Loop], greenlets: dict[str, gevent.Greenlet]
+    ) -> None:
         """The stop order: stop fetching, give back the buffer, let handlers finish while
         the heartbeat keeps running, acknowledge, then stop the maintenance loops."""
         loops["Poller"].stopping.set()
@@ -194,8 +216,9 @@ class Consumer:
             count = self._queue.requeue(self.id, [job.id for job in buffered])
         except redis.RedisError as exc:
             # Left in flight: the custodians recover them once this consumer is gone.
-            log.warning("%s: could not give back %d buffered job(s): %s", self.context,
-                        len(buffered), exc)
+            log.warning(
+                "%s: could not give back %d buffered job(s): %s", self.context, len(buffered), exc
+            )
             return
         log.info("%s: gave back %d buffered job(s)", self.context, count)
 
@@ -222,12 +245,17 @@ class Consumer:
         greenlet.start()
         return greenlet
 
-    def _loop(self, name: str, step: Callable[[], bool], interval: Callable[[], float],
-              prefix: str) -> Loop:
-        return Loop(name, step, interval=interval,
-                    max_attempts=lambda: getattr(self.opts, f"{prefix}_max_attempts") or 0,
-                    max_backoff=lambda: getattr(self.opts, f"{prefix}_max_backoff"),
-                    context=self.context)
+    def _loop(
+        self, name: str, step: Callable[[], bool], interval: Callable[[], float], prefix: str
+    ) -> Loop:
+        return Loop(
+            name,
+            step,
+            interval=interval,
+            max_attempts=lambda: getattr(self.opts, f"{prefix}_max_attempts") or 0,
+            max_backoff=lambda: getattr(self.opts, f"{prefix}_max_backoff"),
+            context=self.context,
+        )
 
     # -- loop steps (one iteration each; True means "a full batch, go again at once") -------
 
@@ -283,17 +311,21 @@ class Consumer:
                 log.error("%s: dropped job %s: %s", self.context, job_id, reason)
             else:
                 processor.kill(job_id, None)
-                log.error("%s: moved job %s to dead: cannot decode: %s", self.context,
-                          job_id, reason)
+                log.error(
+                    "%s: moved job %s to dead: cannot decode: %s", self.context, job_id, reason
+                )
 
     def heartbeat_step(self) -> bool:
         server_now = self._queue.register(self.id)
         skew = time.time() - server_now
         if abs(skew) > CLOCK_SKEW_WARNING and not self._skew_warned:
             self._skew_warned = True
-            log.warning("%s: this host's clock is %+.1f s off the Redis server's; gq uses "
-                        "the server's clock, but curlyq consumers on this queue do not",
-                        self.context, skew)
+            log.warning(
+                "%s: this host's clock is %+.1f s off the Redis server's; gq uses "
+                "the server's clock, but curlyq consumers on this queue do not",
+                self.context,
+                skew,
+            )
         return False
 
     def scheduler_step(self) -> bool:
@@ -305,12 +337,21 @@ class Consumer:
         timeout = opts.heartbeat_poll_interval + opts.custodian_consumer_timeout
         expired = self._queue.expired_consumers(timeout, opts.custodian_max_jobs)
         moved = self._queue.recover(
-            self.id, expired, timeout=timeout, max_jobs=opts.custodian_max_jobs,
-            max_recoveries=opts.job_max_recoveries, dead_max_jobs=opts.dead_max_jobs,
-            dead_max_age=opts.dead_max_age)
+            self.id,
+            expired,
+            timeout=timeout,
+            max_jobs=opts.custodian_max_jobs,
+            max_recoveries=opts.job_max_recoveries,
+            dead_max_jobs=opts.dead_max_jobs,
+            dead_max_age=opts.dead_max_age,
+        )
         if moved:
-            log.warning("%s: recovered %d job(s) from %d dead consumer(s)", self.context,
-                        moved, len(expired))
+            log.warning(
+                "%s: recovered %d job(s) from %d dead consumer(s)",
+                self.context,
+                moved,
+                len(expired),
+            )
         return moved >= opts.custodian_max_jobs
 
 

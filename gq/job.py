@@ -15,6 +15,9 @@ ID_KEY = "ID"
 DATA_KEY = "Data"
 ATTEMPT_KEY = "Attempt"
 ERROR_KEY = "Error"
+# When the job became (or becomes) ready to run, in unix seconds by the writer's clock:
+# what `gq stats` needs for the age of the oldest ready job. curlyq's messages have none.
+READY_AT_KEY = "ReadyAt"
 
 # An error string kept in a message is for a human reading the dead set, not a log
 # archive: a bounded size keeps a traceback-sized error from bloating Redis.
@@ -61,11 +64,14 @@ def to_job(item: JobLike) -> Job:
     return job
 
 
-def encode(job: Job, error: str | None = None) -> bytes:
-    """The message for ``job``; ``error`` (gq's extra key) records why it last failed."""
+def encode(job: Job, error: str | None = None, ready_at: float | None = None) -> bytes:
+    """The message for ``job``, with gq's extra keys when given: ``error`` (why it last
+    failed) and ``ready_at`` (when it is ready to run)."""
     message: dict[str, Any] = {ID_KEY: job.id, DATA_KEY: job.data, ATTEMPT_KEY: job.attempt}
     if error is not None:
         message[ERROR_KEY] = error[:MAX_ERROR_CHARS]
+    if ready_at is not None:
+        message[READY_AT_KEY] = float(ready_at)
     return msgpack.packb(message, use_bin_type=True)  # type: ignore[no-any-return]
 
 
@@ -79,6 +85,14 @@ def decode_error(raw: bytes) -> str | None:
     value = _unpack_map(raw).get(ERROR_KEY)
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    return None
+
+
+def decode_ready_at(raw: bytes) -> float | None:
+    """When the job became ready to run, if its writer said so (gq does, curlyq does not)."""
+    value = _unpack_map(raw).get(READY_AT_KEY)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     return None
 
 

@@ -27,9 +27,16 @@ class Loop:
     every iteration, so changes to ``consumer.opts`` apply to a running consumer.
     """
 
-    def __init__(self, name: str, step: Step, *, interval: Callable[[], float],
-                 max_attempts: Callable[[], int], max_backoff: Callable[[], float],
-                 context: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        step: Step,
+        *,
+        interval: Callable[[], float],
+        max_attempts: Callable[[], int],
+        max_backoff: Callable[[], float],
+        context: str,
+    ) -> None:
         self.name = name
         self.step = step
         self.interval = interval
@@ -48,12 +55,23 @@ class Loop:
                 failures += 1
                 limit = self.max_attempts()
                 if limit and failures >= limit:
-                    self.log.error("%s: %s failed %d times in a row, giving up: %s",
-                                   self.context, self.name, failures, exc)
+                    self.log.error(
+                        "%s: %s failed %d times in a row, giving up: %s",
+                        self.context,
+                        self.name,
+                        failures,
+                        exc,
+                    )
                     raise MaxBackoffExceededError(self.name, failures) from exc
                 delay = backoff(failures, self.max_backoff())
-                self.log.warning("%s: %s failed (%d in a row), retrying in %.2f s: %r",
-                                 self.context, self.name, failures, delay, exc)
+                self.log.warning(
+                    "%s: %s failed (%d in a row), retrying in %.2f s: %r",
+                    self.context,
+                    self.name,
+                    failures,
+                    delay,
+                    exc,
+                )
                 self.stopping.wait(delay)
                 continue
             failures = 0

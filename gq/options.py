@@ -29,20 +29,36 @@ MINIMUMS: dict[str, float] = {
 }
 
 _DURATIONS = {
-    "job_max_backoff", "shutdown_grace_period", "poller_poll_duration", "poller_max_backoff",
-    "heartbeat_poll_interval", "heartbeat_max_backoff", "scheduler_poll_interval",
-    "scheduler_max_backoff", "custodian_poll_interval", "custodian_consumer_timeout",
-    "custodian_max_backoff", "job_timeout", "dead_max_age",
+    "job_max_backoff",
+    "shutdown_grace_period",
+    "poller_poll_duration",
+    "poller_max_backoff",
+    "heartbeat_poll_interval",
+    "heartbeat_max_backoff",
+    "scheduler_poll_interval",
+    "scheduler_max_backoff",
+    "custodian_poll_interval",
+    "custodian_consumer_timeout",
+    "custodian_max_backoff",
+    "job_timeout",
+    "dead_max_age",
 }
 # Counts that must be at least 1; every other count may be 0.
 _POSITIVE_COUNTS = {
-    "processor_concurrency", "poller_buffer_size", "scheduler_max_jobs",
-    "custodian_max_jobs", "dead_max_jobs",
+    "processor_concurrency",
+    "poller_buffer_size",
+    "scheduler_max_jobs",
+    "custodian_max_jobs",
+    "dead_max_jobs",
 }
 # Options where None (or 0) means "no limit".
 _OPTIONAL = {
-    "shutdown_grace_period", "job_timeout", "poller_max_attempts", "heartbeat_max_attempts",
-    "scheduler_max_attempts", "custodian_max_attempts",
+    "shutdown_grace_period",
+    "job_timeout",
+    "poller_max_attempts",
+    "heartbeat_max_attempts",
+    "scheduler_max_attempts",
+    "custodian_max_attempts",
 }
 
 

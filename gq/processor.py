@@ -10,6 +10,7 @@ runs again; running a job twice is better than losing it.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -45,8 +46,9 @@ class Stats:
 class Acker:
     """Acknowledges finished jobs in batches, one script call in flight at a time."""
 
-    def __init__(self, queue: RedisQueue, consumer_id: str,
-                 on_fatal: Callable[[GQError], None], context: str) -> None:
+    def __init__(
+        self, queue: RedisQueue, consumer_id: str, on_fatal: Callable[[GQError], None], context: str
+    ) -> None:
         self._queue = queue
         self._consumer_id = consumer_id
         self._on_fatal = on_fatal
@@ -85,8 +87,15 @@ class Acker:
 class Processor:
     """Takes buffered jobs into a pool of ``processor_concurrency`` handlers."""
 
-    def __init__(self, queue: RedisQueue, consumer_id: str, opts: ConsumerOptions,
-                 handler: Handler, on_fatal: Callable[[GQError], None], context: str) -> None:
+    def __init__(
+        self,
+        queue: RedisQueue,
+        consumer_id: str,
+        opts: ConsumerOptions,
+        handler: Handler,
+        on_fatal: Callable[[GQError], None],
+        context: str,
+    ) -> None:
         self._queue = queue
         self._consumer_id = consumer_id
         self._opts = opts
@@ -137,11 +146,18 @@ class Processor:
     def _failed(self, job: Job, exc: BaseException) -> None:
         self.stats.failed += 1
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
-        message = jobs.encode(updated, error=_describe(exc))
         if job.attempt < self._opts.job_max_attempts:
             delay = backoff(job.attempt, self._opts.job_max_backoff)
-            log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s",
-                        self._context, job.id, job.attempt, delay, _describe(exc), exc_info=exc)
+            message = jobs.encode(updated, error=_describe(exc), ready_at=time.time() + delay)
+            log.warning(
+                "%s: job %s failed (attempt %d), retrying in %.1f s: %s",
+                self._context,
+                job.id,
+                job.attempt,
+                delay,
+                _describe(exc),
+                exc_info=exc,
+            )
             try:
                 owned = self._queue.retry(self._consumer_id, job.id, message, delay)
             except Exception as error:
@@ -149,8 +165,15 @@ class Processor:
                 return
             self.stats.retried += 1
         else:
-            log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
-                      self._context, job.id, job.attempt, _describe(exc), exc_info=exc)
+            message = jobs.encode(updated, error=_describe(exc))
+            log.error(
+                "%s: job %s failed (attempt %d), no attempts left, killed: %s",
+                self._context,
+                job.id,
+                job.attempt,
+                _describe(exc),
+                exc_info=exc,
+            )
             try:
                 owned = self.kill(job.id, message)
             except Exception as error:
@@ -161,9 +184,13 @@ class Processor:
             _warn_not_owned(self._context, job, "retry or kill")
 
     def kill(self, job_id: str, message: bytes | None) -> bool:
-        return self._queue.kill(self._consumer_id, job_id, message,
-                                dead_max_jobs=self._opts.dead_max_jobs,
-                                dead_max_age=self._opts.dead_max_age)
+        return self._queue.kill(
+            self._consumer_id,
+            job_id,
+            message,
+            dead_max_jobs=self._opts.dead_max_jobs,
+            dead_max_age=self._opts.dead_max_age,
+        )
 
 
 def _describe(exc: BaseException) -> str:
@@ -174,5 +201,10 @@ def _describe(exc: BaseException) -> str:
 def _warn_not_owned(context: str, job: Job, action: str) -> None:
     # Another consumer's custodian took the job back (this consumer looked dead), so it
     # may have run twice; the new owner's state is left alone.
-    log.warning("%s: could not %s job %s: no longer in this consumer's in-flight set "
-                "(recovered by a custodian?); it may run twice", context, action, job.id)
+    log.warning(
+        "%s: could not %s job %s: no longer in this consumer's in-flight set "
+        "(recovered by a custodian?); it may run twice",
+        context,
+        action,
+        job.id,
+    )

@@ -6,7 +6,9 @@ builds a key or a Redis command.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence, TypeVar
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 import redis
 from redis.commands.core import Script
@@ -18,6 +20,8 @@ from gq.keys import QueueKeys
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
 # batches are split into several calls sent in one pipeline.
 MAX_BATCH = 1000
+# How often a consumer on the embedded server (fakeredis) looks for the signal.
+EMBEDDED_POLL = 0.01
 
 T = TypeVar("T")
 
@@ -63,18 +67,23 @@ class RedisQueue:
     def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
         """Store and queue each (id, message) whose id is new; True where stored."""
         batches = [[part for pair in chunk for part in pair] for chunk in chunks(messages)]
-        replies = self._run_batches("push", [self.keys.data, self.keys.active, self.keys.signal],
-                                    batches)
+        replies = self._run_batches(
+            "push", [self.keys.data, self.keys.active, self.keys.signal], batches
+        )
         return [bool(flag) for reply in replies for flag in reply]
 
-    def schedule(self, entries: Sequence[tuple[str, bytes, float]], *, relative: bool) -> list[bool]:
+    def schedule(
+        self, entries: Sequence[tuple[str, bytes, float]], *, relative: bool
+    ) -> list[bool]:
         """Store and schedule each (id, message, time) whose id is new; True where stored.
 
         ``relative`` times are delays added to the server's clock, others unix seconds.
         """
         mode = "after" if relative else "at"
-        batches = [[mode, *(part for entry in chunk for part in (entry[0], entry[1], repr(entry[2])))]
-                   for chunk in chunks(entries)]
+        batches = [
+            [mode, *(part for entry in chunk for part in (entry[0], entry[1], repr(entry[2])))]
+            for chunk in chunks(entries)
+        ]
         replies = self._run_batches("schedule", [self.keys.data, self.keys.scheduled], batches)
         return [bool(flag) for reply in replies for flag in reply]
 
@@ -99,10 +108,15 @@ class RedisQueue:
         """
         key = self.keys.signal
         if self._embedded:
-            # fakeredis answers BLMOVE at once instead of blocking (2.41), which would
-            # make the poller spin; BRPOPLPUSH blocks there, and on a one-element list
-            # moved onto itself it does the same thing.
-            return self.client.brpoplpush(key, key, timeout) is not None
+            # fakeredis answers BLMOVE at once (2.41), and a greenlet killed inside its
+            # blocking commands releases the server's lock twice: poll instead, so that
+            # a stop interrupts a sleep, never fakeredis.
+            deadline = time.monotonic() + timeout
+            while self.client.lmove(key, key, "LEFT", "LEFT") is None:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process
+            return True
         return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None  # type: ignore[arg-type]
 
     def fetch(self, consumer_id: str, count: int) -> list[tuple[str, bytes | None]]:
@@ -122,15 +136,30 @@ class RedisQueue:
         return [bool(flag) for reply in replies for flag in reply]
 
     def retry(self, consumer_id: str, job_id: str, message: bytes, delay: float) -> bool:
-        keys = [self.keys.inflight(consumer_id), self.keys.scheduled, self.keys.data,
-                self.keys.recovered]
+        keys = [
+            self.keys.inflight(consumer_id),
+            self.keys.scheduled,
+            self.keys.data,
+            self.keys.recovered,
+        ]
         return bool(self._run("retry", keys, [job_id, message, repr(float(delay))]))
 
-    def kill(self, consumer_id: str, job_id: str, message: bytes | None, *,
-             dead_max_jobs: int, dead_max_age: float) -> bool:
+    def kill(
+        self,
+        consumer_id: str,
+        job_id: str,
+        message: bytes | None,
+        *,
+        dead_max_jobs: int,
+        dead_max_age: float,
+    ) -> bool:
         """Move an owned job to dead; ``message=None`` keeps the stored (undecodable) one."""
-        keys = [self.keys.inflight(consumer_id), self.keys.dead, self.keys.data,
-                self.keys.recovered]
+        keys = [
+            self.keys.inflight(consumer_id),
+            self.keys.dead,
+            self.keys.data,
+            self.keys.recovered,
+        ]
         args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
         return bool(self._run("kill", keys, args))
 
@@ -148,31 +177,44 @@ class RedisQueue:
         return int(self._run("enqueue_due", keys, [limit]))
 
     def expired_consumers(self, timeout: float, limit: int) -> list[str]:
-        """In-flight keys of consumers silent for ``timeout`` seconds of server time, oldest first."""
+        """In-flight keys of consumers silent for ``timeout`` s of server time, oldest first."""
         reply = self._run("expired_consumers", [self.keys.consumers], [repr(float(timeout)), limit])
         return [_text(key) for key in reply]
 
-    def recover(self, consumer_id: str, inflight_keys: Sequence[str], *, timeout: float,
-                max_jobs: int, max_recoveries: int, dead_max_jobs: int,
-                dead_max_age: float) -> int:
+    def recover(
+        self,
+        consumer_id: str,
+        inflight_keys: Sequence[str],
+        *,
+        timeout: float,
+        max_jobs: int,
+        max_recoveries: int,
+        dead_max_jobs: int,
+        dead_max_age: float,
+    ) -> int:
         """Recover the jobs of the given expired consumers; the count of jobs moved."""
         if not inflight_keys:
             return 0
         k = self.keys
         keys = [k.consumers, k.active, k.data, k.dead, k.signal, k.recovered, *inflight_keys]
-        args = [repr(float(timeout)), max_jobs, max_recoveries, k.inflight(consumer_id),
-                dead_max_jobs, repr(float(dead_max_age))]
+        args = [
+            repr(float(timeout)),
+            max_jobs,
+            max_recoveries,
+            k.inflight(consumer_id),
+            dead_max_jobs,
+            repr(float(dead_max_age)),
+        ]
         return int(self._run("recover", keys, args))
 
     def server_time(self) -> float:
         seconds, micros = self.client.time()
         return seconds + micros / 1e6
 
-    # -- inspection (operator tool and tests) ----------------------------------------------
-
     def messages(self, ids: Iterable[str]) -> list[bytes | None]:
+        """The stored message of each id, None where there is none."""
         ids = list(ids)
-        return [v if v is None or isinstance(v, bytes) else v.encode() for v in self.client.hmget(self.keys.data, ids)] if ids else []
+        return list(self.client.hmget(self.keys.data, ids)) if ids else []  # type: ignore[arg-type]
 
     # -- inspection / admin (gq-worker --burst and the gq operator tool) --------------------
 
@@ -195,13 +237,21 @@ class RedisQueue:
         pipe.zcount(self.keys.scheduled, "-inf", repr(now))
         pipe.zcard(self.keys.dead)
         ready, scheduled, due, dead = pipe.execute()
-        return {"ready": int(ready), "scheduled": int(scheduled), "due": int(due),
-                "dead": int(dead)}
+        return {
+            "ready": int(ready),
+            "scheduled": int(scheduled),
+            "due": int(due),
+            "dead": int(dead),
+        }
 
-    def oldest_ready(self) -> str | None:
-        """The id at the head of the active list (the next to run), if any."""
+    def oldest_ready(self) -> tuple[str, bytes | None] | None:
+        """The id at the head of the active list (the next to run) and its message, if any."""
         head = self.client.lindex(self.keys.active, 0)
-        return None if head is None else _text(head)
+        if head is None:
+            return None
+        job_id = _text(head)
+        message = self.client.hget(self.keys.data, job_id)
+        return job_id, message if message is None else bytes(message)  # type: ignore[arg-type]
 
     def consumers(self) -> list[tuple[str, float, int]]:
         """Every registered consumer, least recently seen first:
@@ -214,11 +264,14 @@ class RedisQueue:
             pipe.scard(key)
         sizes = pipe.execute()
         prefix = self.keys.inflight("")
-        return [(key[len(prefix):] if key.startswith(prefix) else key, score, int(size))
-                for (key, score), size in zip(entries, sizes)]
+        return [
+            (key[len(prefix) :] if key.startswith(prefix) else key, score, int(size))
+            for (key, score), size in zip(entries, sizes)
+        ]
 
-    def dead_jobs(self, limit: int, *,
-                  newest_first: bool = True) -> list[tuple[str, float, bytes | None]]:
+    def dead_jobs(
+        self, limit: int, *, newest_first: bool = True
+    ) -> list[tuple[str, float, bytes | None]]:
         """Up to ``limit`` dead jobs: (id, unix time it was killed, message or None)."""
         return self._entries(self.keys.dead, limit, newest_first)
 
@@ -226,8 +279,9 @@ class RedisQueue:
         """Up to ``limit`` scheduled jobs, soonest first: (id, unix time due, message or None)."""
         return self._entries(self.keys.scheduled, limit, False)
 
-    def _entries(self, key: str, limit: int,
-                 newest_first: bool) -> list[tuple[str, float, bytes | None]]:
+    def _entries(
+        self, key: str, limit: int, newest_first: bool
+    ) -> list[tuple[str, float, bytes | None]]:
         if limit <= 0:
             return []
         entries = self._scored(key, limit - 1, desc=newest_first)
@@ -241,13 +295,16 @@ class RedisQueue:
 
     def retry_dead(self, entries: Sequence[tuple[str, bytes | None]]) -> list[bool]:
         """Queue again each (id, new message or None to keep it) still in the dead set."""
-        batches = [[part for job_id, message in chunk for part in (job_id, message or b"")]
-                   for chunk in chunks(entries)]
+        batches = [
+            [part for job_id, message in chunk for part in (job_id, message or b"")]
+            for chunk in chunks(entries)
+        ]
         if not batches:
             return []
         keys = [self.keys.dead, self.keys.data, self.keys.active, self.keys.signal]
-        return [bool(flag) for reply in self._run_batches("retry_dead", keys, batches)
-                for flag in reply]
+        return [
+            bool(flag) for reply in self._run_batches("retry_dead", keys, batches) for flag in reply
+        ]
 
     def delete_dead(self, ids: Sequence[str]) -> list[bool]:
         """Delete the given dead jobs and free their ids; True per id that was dead."""
@@ -272,8 +329,16 @@ class RedisQueue:
         """
         k = self.keys
         members = self.client.zrange(k.consumers, 0, -1)
-        keys = [k.data, k.active, k.scheduled, k.dead, k.consumers, k.signal, k.recovered,
-                *(_text(member) for member in members)]
+        keys = [
+            k.data,
+            k.active,
+            k.scheduled,
+            k.dead,
+            k.consumers,
+            k.signal,
+            k.recovered,
+            *(_text(member) for member in members),
+        ]
         pipe = self.client.pipeline(transaction=False)
         for key in keys:  # one key per call: a cluster may hold them on different slots
             pipe.delete(key)

@@ -6,7 +6,7 @@ what a curlyq peer leaves in Redis, and read it back without going through gq.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import redis
 
@@ -31,7 +31,9 @@ def active(client: redis.Redis, queue: str) -> list[str]:
 
 
 def scheduled(client: redis.Redis, queue: str) -> dict[str, float]:
-    return {k.decode(): s for k, s in client.zrange(QueueKeys(queue).scheduled, 0, -1, withscores=True)}
+    return {
+        k.decode(): s for k, s in client.zrange(QueueKeys(queue).scheduled, 0, -1, withscores=True)
+    }
 
 
 def dead(client: redis.Redis, queue: str) -> dict[str, float]:

@@ -46,8 +46,13 @@ def test_a_garbage_or_missing_message_never_stalls_the_consumer_nor_fails_its_ba
     good = [gq.Job(id=f"good-{i}", data=b"ok") for i in range(3)]
     state.enqueue_raw(direct, backend.queue, good)
     # One fetched batch: good, garbage, good, missing, wrong id, good.
-    direct.hset(keys.data, mapping={"garbage": b"\xc1\xc1 not msgpack",
-                                    "liar": msgpack.packb({"ID": "other", "Data": b"", "Attempt": 0})})
+    direct.hset(
+        keys.data,
+        mapping={
+            "garbage": b"\xc1\xc1 not msgpack",
+            "liar": msgpack.packb({"ID": "other", "Data": b"", "Attempt": 0}),
+        },
+    )
     direct.delete(keys.active)
     direct.rpush(keys.active, "good-0", "garbage", "good-1", "missing", "liar", "good-2")
     done = []
@@ -55,7 +60,9 @@ def test_a_garbage_or_missing_message_never_stalls_the_consumer_nor_fails_its_ba
 
     wait_until(lambda: sorted(done) == ["good-0", "good-1", "good-2"])
     wait_until(lambda: set(state.dead(direct, backend.queue)) == {"garbage", "liar"})
-    assert state.message(direct, backend.queue, "garbage") == b"\xc1\xc1 not msgpack"  # kept for a human
+    assert (
+        state.message(direct, backend.queue, "garbage") == b"\xc1\xc1 not msgpack"
+    )  # kept for a human
     wait_until(lambda: state.inflight(direct, backend.queue, consumer.id) == set())
     assert state.active(direct, backend.queue) == []
     assert not greenlet.dead  # still consuming
@@ -132,7 +139,9 @@ def skew_clock(monkeypatch, backend, seconds):
     TIME, so there only gq's own modules get the skewed clock.
     """
     real_time = time.time
-    skewed = types.SimpleNamespace(**{n: getattr(time, n) for n in dir(time) if not n.startswith("_")})
+    skewed = types.SimpleNamespace(
+        **{n: getattr(time, n) for n in dir(time) if not n.startswith("_")}
+    )
     skewed.time = lambda: real_time() + seconds
     if backend.kind == "real":
         monkeypatch.setattr(time, "time", skewed.time)
@@ -142,7 +151,9 @@ def skew_clock(monkeypatch, backend, seconds):
 
 
 @pytest.mark.parametrize("skew", [+300.0, -300.0])
-def test_a_worker_clock_minutes_off_neither_reaps_live_consumers_nor_is_reaped(backend, monkeypatch, skew):
+def test_a_worker_clock_minutes_off_neither_reaps_live_consumers_nor_is_reaped(
+    backend, monkeypatch, skew
+):
     direct = backend.direct()
     live = gq.Consumer(backend.queue, client=backend.client())
     skewed = gq.Consumer(backend.queue, client=backend.client())
@@ -205,10 +216,14 @@ def test_a_job_that_kills_its_worker_again_and_again_ends_in_dead(redis_server, 
         # curlyq recovers the job forever: each new worker would run it and die.
         while "poison" not in state.dead(client, queue):
             assert crashes <= 4, "the poison job was not sent to dead after 3 recoveries"
-            worker = subprocess.Popen([sys.executable, str(script), redis_server.url, queue], env=env)
+            worker = subprocess.Popen(
+                [sys.executable, str(script), redis_server.url, queue], env=env
+            )
             try:
-                wait_until(lambda: worker.poll() is not None or "poison" in state.dead(client, queue),
-                           timeout=30)
+                wait_until(
+                    lambda w=worker: w.poll() is not None or "poison" in state.dead(client, queue),
+                    timeout=30,
+                )
             finally:
                 if worker.poll() is None:
                     worker.terminate()
@@ -221,7 +236,9 @@ def test_a_job_that_kills_its_worker_again_and_again_ends_in_dead(redis_server, 
         producer.perform(gq.Job(id="normal", data=b"fine"))
         worker = subprocess.Popen([sys.executable, str(script), redis_server.url, queue], env=env)
         try:
-            wait_until(lambda: client.lrange(queue + ":test:done", 0, -1) == [b"normal"], timeout=30)
+            wait_until(
+                lambda: client.lrange(queue + ":test:done", 0, -1) == [b"normal"], timeout=30
+            )
         finally:
             worker.terminate()
             assert worker.wait(10) == 0

@@ -8,7 +8,9 @@ from gq.job import Job, MessageDecodeError
 
 # curlyq's own Producer writes Job{ID: "abc", Data: "xyz", Attempt: 0} as these bytes:
 # Attempt is always an 8-byte int64 there.
-CURLYQ_GOLDEN = bytes.fromhex("83a24944a3616263a444617461c40378797aa7417474656d7074d30000000000000000")
+CURLYQ_GOLDEN = bytes.fromhex(
+    "83a24944a3616263a444617461c40378797aa7417474656d7074d30000000000000000"
+)
 # gq writes the same map with a compact integer, which curlyq's reader accepts.
 GQ_GOLDEN = bytes.fromhex("83a24944a3616263a444617461c40378797aa7417474656d707400")
 
@@ -26,7 +28,9 @@ def test_round_trips_binary_data_and_large_attempts():
     assert jobs.decode(jobs.encode(job)) == job
 
 
-@pytest.mark.parametrize("attempt_bytes", ["07", "cc07", "cd0007", "ce00000007", "d30000000000000007"])
+@pytest.mark.parametrize(
+    "attempt_bytes", ["07", "cc07", "cd0007", "ce00000007", "d30000000000000007"]
+)
 def test_accepts_any_integer_width_for_attempt(attempt_bytes):
     raw = bytes.fromhex("83a24944a3616263a444617461c40378797aa7417474656d7074" + attempt_bytes)
     assert jobs.decode(raw).attempt == 7
@@ -74,3 +78,12 @@ def test_to_job_gives_an_empty_id_a_fresh_uuid4_and_keeps_a_given_one():
 def test_to_job_refuses_what_is_not_bytes_with_a_clear_error(bad):
     with pytest.raises(TypeError, match="bytes|Job"):
         jobs.to_job(bad)
+
+
+def test_ready_at_is_an_extra_key_that_readers_of_the_three_keys_ignore():
+    raw = jobs.encode(Job(id="abc", data=b"xyz"), ready_at=1_800_000_000.5)
+    assert msgpack.unpackb(raw)["ReadyAt"] == 1_800_000_000.5
+    assert raw.startswith(GQ_GOLDEN[:1].replace(b"\x83", b"\x84"))  # still one flat map
+    assert jobs.decode(raw) == Job(id="abc", data=b"xyz")
+    assert jobs.decode_ready_at(raw) == 1_800_000_000.5
+    assert jobs.decode_ready_at(CURLYQ_GOLDEN) is None

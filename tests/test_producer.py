@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -22,8 +23,27 @@ def test_perform_stores_the_message_queues_the_id_and_raises_the_signal(backend,
     job_id = producer.perform(b"payload")
     direct = backend.direct()
     assert state.active(direct, backend.queue) == [job_id]
-    assert gq.job.decode(state.message(direct, backend.queue, job_id)) == gq.Job(job_id, b"payload", 0)
+    assert gq.job.decode(state.message(direct, backend.queue, job_id)) == gq.Job(
+        job_id, b"payload", 0
+    )
     assert state.signal(direct, backend.queue) == [b"1"]
+
+
+def test_every_perform_records_when_the_job_is_ready_for_gq_stats(backend, producer):
+    direct = backend.direct()
+    before = time.time()
+    now_id = producer.perform(b"a")
+    [many_id] = producer.perform_many([b"b"])
+    at_id = producer.perform_at(2_000_000_000, b"c")
+    after_id = producer.perform_after(60, b"d")
+    ready = {
+        job_id: gq.job.decode_ready_at(state.message(direct, backend.queue, job_id))
+        for job_id in (now_id, many_id, at_id, after_id)
+    }
+    assert before <= ready[now_id] <= time.time()
+    assert before <= ready[many_id] <= time.time()
+    assert ready[at_id] == 2_000_000_000
+    assert before + 60 <= ready[after_id] <= time.time() + 60
 
 
 def test_perform_keeps_the_given_id_and_attempt(backend, producer):
@@ -73,7 +93,10 @@ def test_perform_at_schedules_at_the_callers_absolute_time(backend, producer):
     first = producer.perform_at(when, b"a")
     second = producer.perform_at(1_900_000_000.25, b"b")
     direct = backend.direct()
-    assert state.scheduled(direct, backend.queue) == {first: when.timestamp(), second: 1_900_000_000.25}
+    assert state.scheduled(direct, backend.queue) == {
+        first: when.timestamp(),
+        second: 1_900_000_000.25,
+    }
     assert state.active(direct, backend.queue) == []
 
 
@@ -99,8 +122,12 @@ def test_perform_many_queues_every_job_in_order_with_one_signal(backend, produce
 
 def test_perform_many_stores_the_new_jobs_and_reports_the_duplicates(backend, producer):
     producer.perform(gq.Job(id="taken", data=b"old"))
-    batch = [gq.Job(id="a", data=b"1"), gq.Job(id="taken", data=b"new"), gq.Job(id="b", data=b"2"),
-             gq.Job(id="a", data=b"again")]
+    batch = [
+        gq.Job(id="a", data=b"1"),
+        gq.Job(id="taken", data=b"new"),
+        gq.Job(id="b", data=b"2"),
+        gq.Job(id="a", data=b"again"),
+    ]
     with pytest.raises(gq.JobAlreadyExistsError) as caught:
         producer.perform_many(batch)
     assert [job.id for job in caught.value.duplicates] == ["taken", "a"]
@@ -138,7 +165,9 @@ def test_construction_needs_a_queue_and_a_url_or_client(backend):
 
 
 def test_a_client_wins_over_a_url(backend):
-    producer = gq.Producer(backend.queue, url="redis://no-such-host.invalid:1/0", client=backend.client())
+    producer = gq.Producer(
+        backend.queue, url="redis://no-such-host.invalid:1/0", client=backend.client()
+    )
     assert producer.perform(b"x")
 
 
@@ -161,11 +190,15 @@ def test_the_producer_works_in_a_plain_threaded_program(redis_server, tmp_path):
         """
     )
     try:
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "200"
     finally:
-        redis_server.client().delete(*[f"{tmp_path.name}-plain:{k}" for k in ("active", "data", "signal")])
+        redis_server.client().delete(
+            *[f"{tmp_path.name}-plain:{k}" for k in ("active", "data", "signal")]
+        )
 
 
 def test_a_consumer_without_monkey_patching_fails_at_once_saying_how_to_fix_it():
@@ -182,3 +215,19 @@ def test_a_consumer_without_monkey_patching_fails_at_once_saying_how_to_fix_it()
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "patch_all()" in out.stdout and "gq-worker" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("redis://localhost:6379/0", "redis://localhost:6379/0"),
+        ("redis://:sekret@host:6380/1", "redis://:***@host:6380/1"),
+        ("rediss://user:sekret@host/0", "rediss://user:***@host/0"),
+        ("redis://host/0?db=1&password=sekret", "redis://host/0?db=1&password=***"),
+        ("unix:///tmp/r.sock?password=sekret", "unix:///tmp/r.sock?password=***"),
+    ],
+)
+def test_credentials_are_hidden_wherever_a_url_is_shown(url, shown):
+    from gq.connection import redact_url
+
+    assert redact_url(url) == shown

@@ -27,7 +27,9 @@ def test_the_script_files_are_exactly_the_scripts_the_code_loads():
 def test_every_included_library_exists_and_every_library_is_used():
     used = set()
     for name in scripts.NAMES:
-        match = re.search(r"^-- include: *(.+)$", SCRIPT_DIR.joinpath(f"{name}.lua").read_text(), re.M)
+        match = re.search(
+            r"^-- include: *(.+)$", SCRIPT_DIR.joinpath(f"{name}.lua").read_text(), re.M
+        )
         used |= {part.strip() for part in match.group(1).split(",")} if match else set()
     assert used == lua_files(SCRIPT_DIR.joinpath("lib"))
 
@@ -120,11 +122,33 @@ def _cases():
         c.hset(q.keys.data, "a", b"m")
         expired = q.expired_consumers(60.0, 10)
         assert expired == [q.keys.inflight("old")]
-        assert q.recover("c1", expired, timeout=60.0, max_jobs=10, max_recoveries=3,
-                         dead_max_jobs=10, dead_max_age=100.0) == 1
+        assert (
+            q.recover(
+                "c1",
+                expired,
+                timeout=60.0,
+                max_jobs=10,
+                max_recoveries=3,
+                dead_max_jobs=10,
+                dead_max_age=100.0,
+            )
+            == 1
+        )
 
-    return [push, schedule, register, deregister, fetch, fetch_unregistered, ack, retry, kill,
-            enqueue_due, requeue, expired_and_recover]
+    return [
+        push,
+        schedule,
+        register,
+        deregister,
+        fetch,
+        fetch_unregistered,
+        ack,
+        retry,
+        kill,
+        enqueue_due,
+        requeue,
+        expired_and_recover,
+    ]
 
 
 @pytest.mark.parametrize("case", _cases(), ids=lambda f: f.__name__)
@@ -156,7 +180,14 @@ def test_large_batches_are_chunked_below_the_lua_unpack_limit(backend):
     direct.zadd(keys.consumers, {keys.inflight("old"): 1.0})
     direct.sadd(keys.inflight("old"), *[f"r{i}" for i in range(count)])
     direct.hset(keys.data, mapping={f"r{i}": b"m" for i in range(count)})
-    recovered = queue.recover("c1", [keys.inflight("old")], timeout=60.0, max_jobs=count,
-                              max_recoveries=3, dead_max_jobs=10, dead_max_age=100.0)
+    recovered = queue.recover(
+        "c1",
+        [keys.inflight("old")],
+        timeout=60.0,
+        max_jobs=count,
+        max_recoveries=3,
+        dead_max_jobs=10,
+        dead_max_age=100.0,
+    )
     assert recovered == count
     assert direct.llen(keys.active) == 2 * count

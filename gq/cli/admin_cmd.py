@@ -1,0 +1,208 @@
+"""``gq COMMAND``: the operator's tool. Imported by ``gq.cli.admin.main`` once gevent has
+patched (``gq demo`` runs a consumer in this process)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable
+
+import redis
+
+import gq
+from gq.cli import EXIT_FATAL, demo, jobs_cmd, logs, status
+from gq.cli.common import (
+    CliError,
+    Parser,
+    add_connection_flags,
+    duration,
+    open_queue,
+    positive_int,
+    require_queue,
+    unix_time,
+)
+from gq.cli.logs import scrub, url_secrets
+from gq.redis_queue import RedisQueue
+
+DESCRIPTION = """\
+The gq operator's tool: look at a queue, enqueue from the shell, retry or delete dead
+and scheduled jobs, list consumers, or try gq out with `gq demo`.
+Every command but demo takes --url (or $GQ_REDIS_URL) and --queue (or $GQ_QUEUE).
+"""
+
+EXIT_CODES = """\
+exit codes:
+  0  done
+  1  the operation failed (an id that was not there, a duplicate id, a Redis error)
+  2  bad usage
+  3  Redis unreachable or refusing the credentials
+"""
+
+Command = Callable[[argparse.Namespace, RedisQueue], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="gq",
+        description=DESCRIPTION,
+        epilog=EXIT_CODES,
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gq {gq.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    conn = Parser(add_help=False, allow_abbrev=False)
+    add_connection_flags(conn)
+    _add_stats(commands, conn)
+    _add_enqueue(commands, conn)
+    _add_job_set(
+        commands, conn, "dead", jobs_cmd.dead_list, jobs_cmd.dead_delete, retry=jobs_cmd.dead_retry
+    )
+    _add_job_set(commands, conn, "scheduled", jobs_cmd.scheduled_list, jobs_cmd.scheduled_delete)
+    _add_consumers(commands, conn)
+    demo.add_parser(commands)
+    return parser
+
+
+def _add(
+    commands: argparse._SubParsersAction,
+    name: str,
+    help: str,
+    parents: list[argparse.ArgumentParser],
+    func: Command | None,
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        parents=parents,
+        allow_abbrev=False,
+    )
+    parser.set_defaults(func=func)
+    return parser
+
+
+def _consumer_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--consumer-timeout",
+        type=duration,
+        default=status.DEFAULT_CONSUMER_TIMEOUT,
+        metavar="SECONDS",
+        help="a consumer silent this long is dead: the workers' "
+        "heartbeat interval + custodian consumer timeout (default 60 + 60)",
+    )
+
+
+def _add_stats(commands: argparse._SubParsersAction, conn: argparse.ArgumentParser) -> None:
+    parser = _add(
+        commands,
+        "stats",
+        "count the jobs of a queue in each state, and its consumers",
+        [conn],
+        status.stats,
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object")
+    _consumer_timeout(parser)
+
+
+def _add_consumers(commands: argparse._SubParsersAction, conn: argparse.ArgumentParser) -> None:
+    parser = _add(
+        commands,
+        "consumers",
+        "list the consumers of a queue: last heartbeat, jobs in flight, alive or dead",
+        [conn],
+        status.consumers,
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object a line")
+    _consumer_timeout(parser)
+
+
+def _add_enqueue(commands: argparse._SubParsersAction, conn: argparse.ArgumentParser) -> None:
+    parser = _add(
+        commands,
+        "enqueue",
+        "add jobs: one per DATA argument, or else one per "
+        "non-empty line of stdin; prints their ids",
+        [conn],
+        jobs_cmd.enqueue,
+    )
+    parser.add_argument("data", nargs="*", metavar="DATA", help="the job's data (text)")
+    parser.add_argument("--id", help="the job's id (one job only); default a new UUID4")
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument(
+        "--at",
+        type=unix_time,
+        metavar="TIME",
+        help="run at TIME: unix seconds or ISO 8601 (naive is local time)",
+    )
+    when.add_argument(
+        "--after",
+        type=duration,
+        metavar="DELAY",
+        help="run after DELAY: seconds, or 30s, 5m, 2h, 7d",
+    )
+
+
+def _add_job_set(
+    commands: argparse._SubParsersAction,
+    conn: argparse.ArgumentParser,
+    state: str,
+    list_: Command,
+    delete: Command,
+    retry: Command | None = None,
+) -> None:
+    parser = _add(
+        commands,
+        state,
+        f"list or delete {state} jobs" + (", or queue them again" if retry else ""),
+        [],
+        None,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    lister = _add(
+        actions,
+        "list",
+        f"show {state} jobs, " + ("newest first" if state == "dead" else "soonest first"),
+        [conn],
+        list_,
+    )
+    lister.add_argument("--limit", type=positive_int, default=50, metavar="N", help="default 50")
+    lister.add_argument("--json", action="store_true", help="one JSON object a line")
+    verbs = [("delete", delete, f"delete {state} jobs and free their ids")]
+    if retry is not None:
+        verbs.insert(0, ("retry", retry, "queue dead jobs again, at the tail of the queue"))
+    for verb, func, help in verbs:
+        action = _add(actions, verb, help, [conn], func)
+        action.add_argument("ids", nargs="*", metavar="ID", help="job ids")
+        action.add_argument("--all", action="store_true", help=f"every {state} job")
+        if verb == "retry":
+            action.add_argument(
+                "--reset-attempts",
+                action="store_true",
+                help="start the attempts over at 0 (default: keep them, "
+                "so a job that fails again goes back to dead)",
+            )
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # bad usage exits 2 here
+    secrets = url_secrets(args.url)
+    logs.configure("WARNING", "text", secrets)
+    try:
+        if args.command == "demo":
+            return demo.run(args)
+        rq = open_queue(args.url, require_queue(args.queue))
+        try:
+            return int(args.func(args, rq))
+        finally:
+            rq.client.close()
+    except CliError as exc:
+        print(f"gq: error: {scrub(exc.message, secrets)}", file=sys.stderr)
+        return exc.code
+    except redis.RedisError as exc:  # after the start: the operation failed
+        print(f"gq: error: Redis: {scrub(str(exc), secrets)}", file=sys.stderr)
+        return EXIT_FATAL
+    except BrokenPipeError:  # `gq dead list | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FATAL

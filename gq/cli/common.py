@@ -1,0 +1,161 @@
+"""What both commands share: value parsers, the connection flags, and reaching Redis."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from datetime import datetime
+from typing import Any, NoReturn
+
+import redis
+
+from gq.cli import ENV_QUEUE, ENV_URL, EXIT_UNREACHABLE, EXIT_USAGE
+from gq.cli.logs import scrub, url_secrets
+from gq.connection import DEFAULT_URL, client_from_url, redact_url
+from gq.errors import ConfigurationError
+from gq.redis_queue import RedisQueue
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
+# Redis error replies that mean "these credentials are refused" (redis-py may pass them on
+# as a plain ResponseError, depending on its version and the server's).
+_REFUSALS = ("NOAUTH", "WRONGPASS", "NOPERM", "invalid password", "invalid username")
+
+
+# A password in a URL: user info (scheme://user:PASSWORD@) or a query argument.
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s/]+@|(password=)[^&\s'\"]+")
+
+
+def hide_passwords(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by ``***``."""
+    return _URL_PASSWORD.sub(
+        lambda m: f"{m.group(1)}***@" if m.group(1) else f"{m.group(2)}***", text
+    )
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors (which quote the bad argument) hide passwords."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(hide_passwords(message))
+
+
+class CliError(Exception):
+    """Ends a command with ``code`` after printing ``message`` (one line, no traceback)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def duration(text: str) -> float:
+    """argparse type: seconds: ``1.5``, or ``250ms``, ``30s``, ``5m``, ``2h``, ``7d``."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: use seconds (1.5) or a unit (250ms, 30s, 5m, 2h, 7d)"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def optional_duration(text: str) -> float | None:
+    """argparse type: a duration, or ``none`` (0 also means no limit)."""
+    return None if text.strip().lower() == "none" else duration(text)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def optional_count(text: str) -> int | None:
+    """argparse type: an integer, or ``none`` (0 also means never)."""
+    if text.strip().lower() == "none":
+        return None
+    return int(text)
+
+
+def unix_time(text: str) -> float:
+    """argparse type: unix seconds, or an ISO 8601 date and time (naive means local time)."""
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"invalid time {text!r}")
+        return value
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid time {text!r}: use unix seconds or ISO 8601 (2030-01-31T09:00:00+01:00)"
+        ) from None
+    return when.timestamp()
+
+
+def add_connection_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url",
+        default=os.environ.get(ENV_URL) or DEFAULT_URL,
+        help=f"Redis URL (redis://, rediss://, unix://, or fakeredis:// for an in-process "
+        f"server); default ${ENV_URL}, else {DEFAULT_URL}",
+    )
+    parser.add_argument(
+        "--queue",
+        default=os.environ.get(ENV_QUEUE) or None,
+        help=f"queue name; default ${ENV_QUEUE}",
+    )
+
+
+def require_queue(queue: str | None) -> str:
+    if not queue:
+        raise CliError(EXIT_USAGE, f"no queue: pass --queue NAME or set {ENV_QUEUE}")
+    return queue
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` means Redis could not be reached or refused the credentials."""
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
+        return True
+    return isinstance(exc, redis.ResponseError) and any(
+        marker.lower() in str(exc).lower() for marker in _REFUSALS
+    )
+
+
+def open_queue(url: str, queue: str, **pool_options: Any) -> RedisQueue:
+    """A RedisQueue on ``url`` that has answered a PING (exit 3 if not, 2 for a bad URL)."""
+    rq = queue_on(url, queue, **pool_options)
+    problem = unreachable(rq, url)
+    if problem is not None:
+        rq.client.close()
+        message = f"cannot use Redis at {redact_url(url)}: {problem}"
+        raise CliError(EXIT_UNREACHABLE, scrub(message, url_secrets(url)))
+    return rq
+
+
+def queue_on(url: str, queue: str, **pool_options: Any) -> RedisQueue:
+    """A RedisQueue on ``url``, not yet connected (exit 2 for a bad URL)."""
+    pool_options.setdefault("socket_connect_timeout", 5.0)
+    pool_options.setdefault("socket_timeout", 10.0)
+    try:
+        return RedisQueue(client_from_url(url, **pool_options), queue)
+    except ConfigurationError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
+
+
+def unreachable(rq: RedisQueue, url: str) -> str | None:
+    """Why Redis cannot be used (unreachable, refusing the credentials), or None if it can."""
+    try:
+        rq.ping()
+    except Exception as exc:
+        if not is_refusal(exc):
+            raise
+        return scrub(str(exc) or type(exc).__name__, url_secrets(url))
+    return None

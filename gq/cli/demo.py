@@ -1,0 +1,205 @@
+"""``gq demo``: enqueue sample jobs, drain them with a consumer in this process, and
+compare the run with an ideal one. It works with no Redis at all: when none answers at
+--url it says so and uses the embedded in-process server (fakeredis)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+from typing import Callable, TextIO
+
+import gevent
+
+import gq
+from gq.cli import ENV_URL, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE
+from gq.cli.common import CliError, duration, positive_int, queue_on, unreachable
+from gq.connection import DEFAULT_URL, FAKEREDIS_SCHEME, client_from_url, redact_url
+from gq.redis_queue import MAX_BATCH, RedisQueue
+
+EMBEDDED_URL = f"{FAKEREDIS_SCHEME}://"
+DEFAULT_JOBS = 10_000
+DEFAULT_CONCURRENCY = 500
+DEFAULT_WAIT = 0.01
+BAR_WIDTH = 30
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    help = "enqueue sample jobs, drain them with a worker in this process, show throughput"
+    parser = commands.add_parser(
+        "demo",
+        help=help,
+        allow_abbrev=False,
+        description=(
+            "Enqueue N sample jobs whose handler waits a little (simulated I/O), drain them "
+            "with a consumer in this process, and print the throughput and the time an ideal "
+            "run would take. Uses the Redis at --url when one answers, else the embedded "
+            "in-process server (fakeredis://); the queue (gq-demo-<random>) is deleted after."
+        ),
+    )
+    parser.add_argument(
+        "--url",
+        default=os.environ.get(ENV_URL) or DEFAULT_URL,
+        help=f"Redis to use if it answers; default ${ENV_URL}, else {DEFAULT_URL}",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=DEFAULT_JOBS,
+        metavar="N",
+        help=f"default {DEFAULT_JOBS:,}",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"handlers at once; default {DEFAULT_CONCURRENCY}",
+    )
+    parser.add_argument(
+        "--wait",
+        type=duration,
+        default=DEFAULT_WAIT,
+        metavar="SECONDS",
+        help=f"each job's simulated I/O; default {DEFAULT_WAIT:g} s",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    url, backend = choose_backend(args.url)
+    rq = RedisQueue(
+        client_from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0),
+        f"gq-demo-{uuid.uuid4().hex[:8]}",
+    )
+    n, ms = args.jobs, args.wait * 1000
+    print(
+        f"gq demo: {n:,} jobs, each waiting {ms:g} ms (simulated I/O), "
+        f"{args.concurrency:,} at once",
+        flush=True,
+    )
+    print(f"backend: {backend}", flush=True)
+    try:
+        seconds = _enqueue(rq, n)
+        print(f"enqueued {n:,} jobs in {seconds:.2f} s ({n / seconds:,.0f} jobs/s)", flush=True)
+        done, elapsed = _drain(url, rq.keys.name, args)
+    except KeyboardInterrupt:
+        done, elapsed = 0, 0.0
+    except gq.GQError as exc:
+        raise CliError(EXIT_FATAL, f"the demo's consumer failed: {exc}") from None
+    finally:
+        _clean_up(rq)
+    if done < n:
+        print(f"interrupted: {done:,} of {n:,} jobs done", file=sys.stderr)
+        return EXIT_FATAL
+    _report(n, elapsed, args.wait, args.concurrency)
+    return EXIT_OK
+
+
+def choose_backend(url: str) -> tuple[str, str]:
+    """The URL to use and how to name it: ``url`` if Redis answers there, else embedded."""
+    if url.lower().startswith(f"{FAKEREDIS_SCHEME}:"):
+        return url, f"embedded in-process server ({url})"
+    rq = queue_on(url, "gq-demo", socket_connect_timeout=2.0)
+    try:
+        problem = unreachable(rq, url)
+    finally:
+        rq.client.close()
+    if problem is None:
+        return url, f"Redis at {redact_url(url)}"
+    reason = f"no Redis at {redact_url(url)}: {problem.rstrip('.')}"
+    try:  # fakeredis is there, and runs Lua (fakeredis[lua])
+        RedisQueue(client_from_url(EMBEDDED_URL), "gq-demo-probe").backlog("probe")
+    except Exception:
+        raise CliError(
+            EXIT_UNREACHABLE,
+            f"{reason}; and the embedded server needs fakeredis "
+            "with Lua: start Redis, or pip install 'fakeredis[lua]'",
+        ) from None
+    return EMBEDDED_URL, f"embedded in-process server ({EMBEDDED_URL})\n  ({reason})"
+
+
+def _enqueue(rq: RedisQueue, n: int) -> float:
+    producer = gq.Producer(rq.keys.name, client=rq.client)
+    start = time.perf_counter()
+    for first in range(0, n, MAX_BATCH):
+        producer.perform_many([b""] * min(MAX_BATCH, n - first))
+    return max(time.perf_counter() - start, 1e-9)
+
+
+def _drain(url: str, queue: str, args: argparse.Namespace) -> tuple[int, float]:
+    """Run a consumer until the handler has finished every job; (jobs done, seconds)."""
+    n, wait = args.jobs, args.wait
+    consumer = gq.Consumer(
+        queue,
+        url=url,
+        processor_concurrency=args.concurrency,
+        poller_buffer_size=min(args.concurrency, MAX_BATCH),
+    )
+    finished = [0]
+    start = time.perf_counter()
+    end = [0.0]
+
+    def handle(job: gq.Job) -> None:
+        gevent.sleep(wait)
+        finished[0] += 1
+        if finished[0] == n:
+            end[0] = time.perf_counter()
+            consumer.stop()  # graceful: the last acknowledgements still go out
+
+    progress = Progress(n, sys.stderr)
+    watcher = gevent.spawn(progress.follow, lambda: finished[0], start)
+    try:
+        consumer.consume(handle)  # Ctrl-C stops it gracefully
+    finally:
+        watcher.kill()
+    elapsed = (end[0] or time.perf_counter()) - start
+    progress.show(finished[0], elapsed, final=True)
+    return finished[0], max(elapsed, 1e-9)
+
+
+def _clean_up(rq: RedisQueue) -> None:
+    try:
+        rq.delete_queue()
+    except Exception as exc:
+        print(f"gq demo: could not delete queue {rq.keys.name}: {exc}", file=sys.stderr)
+    finally:
+        rq.client.close()
+
+
+def _report(n: int, elapsed: float, wait: float, concurrency: int) -> None:
+    ideal = n * wait / concurrency
+    print(f"processed {n:,} jobs in {elapsed:.2f} s: {n / elapsed:,.0f} jobs/s")
+    print(
+        f"ideal run: {ideal:.2f} s ({n:,} jobs x {wait * 1000:g} ms / {concurrency:,} at "
+        f"once); efficiency {100 * ideal / elapsed:.0f}%"
+    )
+
+
+class Progress:
+    """A bar redrawn in place on a terminal; a plain line a second otherwise."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self.total = total
+        self.stream = stream
+        self.tty = stream.isatty()
+
+    def follow(self, done: Callable[[], int], start: float) -> None:
+        while True:
+            gevent.sleep(0.1 if self.tty else 1.0)
+            self.show(done(), time.perf_counter() - start)
+
+    def show(self, done: int, elapsed: float, final: bool = False) -> None:
+        rate = done / elapsed if elapsed > 0 else 0.0
+        share = done / self.total
+        if self.tty:
+            filled = int(BAR_WIDTH * share)
+            bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+            line = f"\r[{bar}] {done:,}/{self.total:,} {share:4.0%} {rate:,.0f} jobs/s"
+            self.stream.write(line + ("\n" if final else ""))
+        else:
+            self.stream.write(
+                f"progress: {done:,}/{self.total:,} jobs ({share:.0%}), {rate:,.0f} jobs/s\n"
+            )
+        self.stream.flush()

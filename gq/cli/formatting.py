@@ -1,0 +1,99 @@
+"""How the operator tool shows things: tables, ages, job previews and JSON lines."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gq import job as jobs
+
+PREVIEW_CHARS = 40
+ERROR_CHARS = 60
+
+
+@dataclass
+class MessageView:
+    """What a stored message says, or why it cannot be read."""
+
+    attempt: int | None = None
+    data: bytes | None = None
+    error: str | None = None
+    problem: str | None = None
+
+
+def read_message(message: bytes | None) -> MessageView:
+    if message is None:
+        return MessageView(problem="no message stored")
+    try:
+        job = jobs.decode(message)
+    except jobs.MessageDecodeError as exc:
+        return MessageView(problem=f"undecodable message: {exc}")
+    return MessageView(job.attempt, job.data, jobs.decode_error(message))
+
+
+def age(seconds: float) -> str:
+    """A short human duration: 42s, 5m07s, 3h02m, 4d06h."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def relative(when: float, now: float) -> str:
+    return f"{age(now - when)} ago" if when <= now else f"in {age(when - now)}"
+
+
+def local_time(when: float) -> str:
+    return datetime.fromtimestamp(when).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def preview(data: bytes | None, width: int = PREVIEW_CHARS) -> str:
+    """The data as text when it is printable UTF-8, else its size."""
+    if data is None:
+        return "-"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(data)} bytes>"
+    if not text.isprintable():
+        return f"<{len(data)} bytes>"
+    return repr(shorten(text, width)) if text else "''"
+
+
+def data_fields(data: bytes | None) -> dict[str, Any]:
+    """JSON fields for job data: ``data`` (UTF-8 text) or ``data_base64``."""
+    if data is None:
+        return {"data": None}
+    try:
+        return {"data": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"data_base64": base64.b64encode(data).decode("ascii")}
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns, two spaces apart; the last column is not padded."""
+    widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [str(cell).ljust(width) for cell, width in zip(row[:-1], widths)]
+        lines.append("  ".join([*cells, str(row[-1])]).rstrip())
+    return "\n".join(lines)
+
+
+def print_json_lines(items: Sequence[dict[str, Any]]) -> None:
+    for item in items:
+        sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")

@@ -1,0 +1,214 @@
+"""``gq enqueue``, ``gq dead list|retry|delete`` and ``gq scheduled list|delete``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Callable, Optional
+
+from gq import job as jobs
+from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
+from gq.cli.common import CliError
+from gq.cli.formatting import (
+    ERROR_CHARS,
+    data_fields,
+    local_time,
+    preview,
+    print_json_lines,
+    read_message,
+    relative,
+    shorten,
+    table,
+)
+from gq.errors import JobAlreadyExistsError
+from gq.producer import Producer
+from gq.redis_queue import MAX_BATCH, RedisQueue
+
+Entries = list[tuple[str, float, Optional[bytes]]]
+Operation = Callable[[Sequence[str]], list[bool]]
+
+# -- enqueue -----------------------------------------------------------------------------
+
+
+def enqueue(args: argparse.Namespace, rq: RedisQueue) -> int:
+    producer = Producer(rq.keys.name, client=rq.client)
+    payloads = _payloads(args.data)
+    try:
+        if args.id is not None:
+            data = next(payloads, None)
+            if data is None or next(payloads, None) is not None:
+                raise CliError(EXIT_USAGE, "--id needs exactly one job")
+            print(_perform(producer, args, jobs.Job(id=args.id, data=data)))
+        elif args.at is None and args.after is None:
+            for batch in _batches(payloads):
+                print("\n".join(producer.perform_many(batch)))
+        else:
+            for data in payloads:
+                print(_perform(producer, args, jobs.Job(data=data)))
+    except JobAlreadyExistsError as exc:
+        print(f"gq: error: {exc} (until it is acknowledged or deleted)", file=sys.stderr)
+        return EXIT_FATAL
+    return EXIT_OK
+
+
+def _perform(producer: Producer, args: argparse.Namespace, job: jobs.Job) -> str:
+    if args.at is not None:
+        return producer.perform_at(args.at, job)
+    if args.after is not None:
+        return producer.perform_after(args.after, job)
+    return producer.perform(job)
+
+
+def _payloads(arguments: Sequence[str]) -> Iterator[bytes]:
+    """Each argument, or else each non-empty line of stdin, as bytes."""
+    if arguments:
+        yield from (arg.encode("utf-8", "surrogateescape") for arg in arguments)
+        return
+    if sys.stdin.isatty():
+        print("gq: reading jobs from stdin, one a line; end with Ctrl-D", file=sys.stderr)
+    for line in sys.stdin.buffer:
+        line = line.rstrip(b"\r\n")
+        if line:
+            yield line
+
+
+def _batches(payloads: Iterator[bytes]) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    for data in payloads:
+        batch.append(data)
+        if len(batch) >= MAX_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# -- dead and scheduled --------------------------------------------------------------------
+
+
+def dead_list(args: argparse.Namespace, rq: RedisQueue) -> int:
+    entries = rq.dead_jobs(args.limit)
+    return _list(args, rq, entries, "dead", "KILLED", "killed_at")
+
+
+def scheduled_list(args: argparse.Namespace, rq: RedisQueue) -> int:
+    entries = rq.scheduled_jobs(args.limit)
+    return _list(args, rq, entries, "scheduled", "DUE", "due_at")
+
+
+def _list(
+    args: argparse.Namespace,
+    rq: RedisQueue,
+    entries: Entries,
+    state: str,
+    when_header: str,
+    when_field: str,
+) -> int:
+    now = rq.server_time()
+    views = [(job_id, when, read_message(message)) for job_id, when, message in entries]
+    if args.json:
+        print_json_lines(
+            [
+                {
+                    "id": job_id,
+                    when_field: when,
+                    "attempt": view.attempt,
+                    "error": view.error or view.problem,
+                    **data_fields(view.data),
+                }
+                for job_id, when, view in views
+            ]
+        )
+        return EXIT_OK
+    if not views:
+        print(f"no {state} jobs on queue {rq.keys.name}")
+        return EXIT_OK
+    rows = [
+        (
+            job_id,
+            relative(when, now),
+            local_time(when),
+            "?" if view.attempt is None else str(view.attempt),
+            preview(view.data),
+            shorten(view.error or view.problem or "", ERROR_CHARS),
+        )
+        for job_id, when, view in views
+    ]
+    print(table(("ID", when_header, "", "ATTEMPT", "DATA", "ERROR"), rows))
+    total = rq.counts()[state]
+    if total > len(views):
+        print(f"... {len(views)} of {total} {state} jobs shown (--limit N for more)")
+    return EXIT_OK
+
+
+def dead_retry(args: argparse.Namespace, rq: RedisQueue) -> int:
+    def retry(ids: Sequence[str]) -> list[bool]:
+        messages = rq.messages(ids) if args.reset_attempts else [None] * len(ids)
+        return rq.retry_dead([(job_id, _reset(message)) for job_id, message in zip(ids, messages)])
+
+    return _apply(args, rq, retry, lambda n: rq.dead_jobs(n, newest_first=False), "dead", "retried")
+
+
+def dead_delete(args: argparse.Namespace, rq: RedisQueue) -> int:
+    return _apply(
+        args, rq, rq.delete_dead, lambda n: rq.dead_jobs(n, newest_first=False), "dead", "deleted"
+    )
+
+
+def scheduled_delete(args: argparse.Namespace, rq: RedisQueue) -> int:
+    return _apply(args, rq, rq.delete_scheduled, rq.scheduled_jobs, "scheduled", "deleted")
+
+
+def _reset(message: bytes | None) -> bytes | None:
+    """The message with its attempts back to 0; None (keep it) if it cannot be read."""
+    if message is None:
+        return None
+    try:
+        job = jobs.decode(message)
+    except jobs.MessageDecodeError:
+        return None
+    return jobs.encode(jobs.Job(id=job.id, data=job.data, attempt=0))
+
+
+def _apply(
+    args: argparse.Namespace,
+    rq: RedisQueue,
+    operation: Operation,
+    first: Callable[[int], Entries],
+    state: str,
+    verb: str,
+) -> int:
+    """Run ``operation`` on the given ids, or with --all on every job of the set."""
+    if args.all == bool(args.ids):
+        raise CliError(EXIT_USAGE, "give job ids or --all (not both)")
+    if args.all:
+        done = _apply_all(rq, operation, first, state)
+        print(f"{verb} {done} job(s)")
+        return EXIT_OK
+    ids = list(dict.fromkeys(args.ids))  # each id once, in order
+    flags = [
+        flag
+        for chunk in range(0, len(ids), MAX_BATCH)
+        for flag in operation(ids[chunk : chunk + MAX_BATCH])
+    ]
+    missing = [job_id for job_id, ok in zip(ids, flags) if not ok]
+    print(f"{verb} {len(ids) - len(missing)} job(s)")
+    for job_id in missing:
+        print(f"gq: not in the {state} set: {job_id}", file=sys.stderr)
+    return EXIT_FATAL if missing else EXIT_OK
+
+
+def _apply_all(
+    rq: RedisQueue, operation: Operation, first: Callable[[int], Entries], state: str
+) -> int:
+    """Work through the set from its head in batches, at most as many jobs as it held at
+    the start: a retried job that dies again meanwhile cannot keep the loop going."""
+    budget, done = rq.counts()[state], 0
+    while budget > 0:
+        ids = [job_id for job_id, _, _ in first(min(budget, MAX_BATCH))]
+        if not ids:
+            break
+        done += sum(operation(ids))
+        budget -= len(ids)
+    return done

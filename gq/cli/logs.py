@@ -1,0 +1,86 @@
+"""Logging for the commands: text or JSON lines on stderr, with credentials scrubbed.
+
+The library only names its loggers (``gq.*``); the command configures the root logger,
+so a handler's own log lines come out in the same format. Whatever a line says, the
+password of the Redis URL never reaches the output: every formatter replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+from typing import Any, TextIO
+from urllib.parse import parse_qs, unquote, urlsplit
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+FORMATS = ("text", "json")
+
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+def url_secrets(url: str) -> list[str]:
+    """The password in ``url`` (user info or ``?password=``), as written and decoded."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""]
+        found += parse_qs(parts.query).get("password", [])
+    except ValueError:
+        return []
+    secrets = {candidate for value in found if value for candidate in (value, unquote(value))}
+    return sorted(secrets, key=len, reverse=True)  # longest first: no partial replacements
+
+
+def scrub(text: str, secrets: list[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__(TEXT_FORMAT)
+        self.secrets = secrets
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record), self.secrets)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, pid, exc."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": scrub(record.getMessage(), self.secrets),
+            "pid": record.process,
+        }
+        if record.exc_info:
+            entry["exc"] = scrub(self.formatException(record.exc_info), self.secrets)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure(
+    level: str = "INFO",
+    fmt: str = "text",
+    secrets: list[str] | None = None,
+    stream: TextIO | None = None,
+) -> None:
+    """Send every log record at ``level`` or above to ``stream`` (stderr) in ``fmt``."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    secrets = list(secrets or [])
+    handler.setFormatter(JsonFormatter(secrets) if fmt == "json" else TextFormatter(secrets))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    logging.captureWarnings(True)

@@ -1,0 +1,110 @@
+"""One ``gq-worker`` flag per consumer option, built from ``gq.options.ConsumerOptions``.
+
+The flag is the field name with dashes, its type follows the field's (float fields are
+durations), and its help is the field's docstring, which names the default. A new
+option in ``ConsumerOptions`` gets its flag with no change here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+from gq.cli.common import duration, optional_count, optional_duration
+from gq.options import ConsumerOptions
+
+# The short forms users of other queues reach for first.
+ALIASES = {
+    "processor_concurrency": "--concurrency",
+    "poller_buffer_size": "--buffer-size",
+    "shutdown_grace_period": "--grace-period",
+}
+
+# Added to a docstring that only gives the default ("Default 30 s."); {loop} is the
+# option's first word.
+_FAMILY_HELP = {
+    "_max_attempts": "Failures in a row of the {loop} loop before the consumer aborts.",
+    "_max_backoff": "Cap on the {loop} loop's backoff after a failure.",
+}
+
+
+@dataclass(frozen=True)
+class OptionFlag:
+    name: str
+    flags: tuple[str, ...]
+    parse: Callable[[str], Any]
+    metavar: str
+    help: str
+
+
+def option_flags() -> list[OptionFlag]:
+    docs = field_docstrings()
+    found = []
+    for field in fields(ConsumerOptions):
+        kind = str(field.type)
+        optional = "Optional" in kind or "None" in kind
+        if "float" in kind:
+            parse: Callable[[str], Any] = optional_duration if optional else duration
+            metavar = "SECONDS"
+        else:
+            parse = optional_count if optional else int
+            metavar = "N"
+        flag = "--" + field.name.replace("_", "-")
+        flags = (flag, ALIASES[field.name]) if field.name in ALIASES else (flag,)
+        found.append(
+            OptionFlag(
+                field.name, flags, parse, metavar, _help(field.name, docs.get(field.name, ""))
+            )
+        )
+    return found
+
+
+def field_docstrings() -> dict[str, str]:
+    """Each ConsumerOptions field's docstring (the string right after its annotation)."""
+    tree = ast.parse(inspect.getsource(ConsumerOptions))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for node, following in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def _help(name: str, doc: str) -> str:
+    text = doc.replace("``", "").replace("%", "%%")  # argparse formats help with %
+    if text.startswith("Default") and ". " not in text:
+        family = next((h for suffix, h in _FAMILY_HELP.items() if name.endswith(suffix)), "")
+        text = f"{text} {family.format(loop=name.split('_')[0])}".strip()
+    return text
+
+
+def add_option_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "consumer options",
+        "Durations are seconds (1.5) or take a unit (250ms, 30s, 5m, 2h, 7d); 'none' or 0\n"
+        "turns an optional limit off. An option not given keeps its default.",
+    )
+    for option in option_flags():
+        group.add_argument(
+            *option.flags,
+            dest=option.name,
+            type=option.parse,
+            metavar=option.metavar,
+            help=option.help,
+            default=argparse.SUPPRESS,
+        )
+
+
+def consumer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options given on the command line, as keyword arguments of ``gq.Consumer``."""
+    given = vars(args)
+    return {name: given[name] for name in ConsumerOptions.names() if name in given}

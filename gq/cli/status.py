@@ -1,0 +1,96 @@
+"""``gq stats`` and ``gq consumers``: what a queue holds and who works on it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from gq import job as jobs
+from gq.cli import EXIT_OK
+from gq.cli.formatting import age, local_time, print_json_lines, relative, table
+from gq.redis_queue import RedisQueue
+
+# A consumer is dead once silent for heartbeat_poll_interval + custodian_consumer_timeout,
+# 60 + 60 seconds by default; workers run with other values need --consumer-timeout.
+DEFAULT_CONSUMER_TIMEOUT = 120.0
+
+
+def stats(args: argparse.Namespace, rq: RedisQueue) -> int:
+    counts = rq.counts()
+    consumers = rq.consumers()
+    now = rq.server_time()
+    alive = sum(1 for _, seen, _ in consumers if now - seen <= args.consumer_timeout)
+    head = rq.oldest_ready()
+    ready_at = _ready_at(head[1]) if head else None
+    report = {
+        "queue": rq.keys.name,
+        **counts,
+        "in_flight": sum(inflight for _, _, inflight in consumers),
+        "consumers_alive": alive,
+        "consumers_dead": len(consumers) - alive,
+        "next_ready": head[0] if head else None,
+        # Seconds the next job has been ready; None for none, or a message without
+        # ReadyAt (written by curlyq).
+        "oldest_ready_age": None if ready_at is None else round(max(0.0, now - ready_at), 3),
+    }
+    if args.json:
+        print(json.dumps(report))
+        return EXIT_OK
+    next_ready = f"  (next: {head[0]}" if head else ""
+    if next_ready:
+        next_ready += f", ready for {age(now - ready_at)})" if ready_at is not None else ")"
+    rows = [
+        ("queue", report["queue"]),
+        ("ready", f"{counts['ready']}{next_ready}"),
+        ("scheduled", f"{counts['scheduled']}  ({counts['due']} due)"),
+        ("in flight", str(report["in_flight"])),
+        ("dead", str(counts["dead"])),
+        ("consumers", f"{alive} alive, {len(consumers) - alive} dead"),
+    ]
+    print("\n".join(f"{name:<11}{value}" for name, value in rows))
+    return EXIT_OK
+
+
+def _ready_at(message: bytes | None) -> float | None:
+    try:
+        return None if message is None else jobs.decode_ready_at(message)
+    except jobs.MessageDecodeError:
+        return None
+
+
+def consumers(args: argparse.Namespace, rq: RedisQueue) -> int:
+    found = rq.consumers()
+    now = rq.server_time()
+    entries = [
+        {
+            "consumer": consumer_id,
+            "last_heartbeat": seen,
+            "seconds_since_heartbeat": round(max(0.0, now - seen), 3),
+            "in_flight": inflight,
+            "alive": now - seen <= args.consumer_timeout,
+        }
+        for consumer_id, seen, inflight in found
+    ]
+    if args.json:
+        print_json_lines(entries)
+        return EXIT_OK
+    if not entries:
+        print(f"no consumers registered on queue {rq.keys.name}")
+        return EXIT_OK
+    rows = [
+        (
+            e["consumer"],
+            local_time(e["last_heartbeat"]),
+            relative(e["last_heartbeat"], now),
+            str(e["in_flight"]),
+            "alive" if e["alive"] else "dead",
+        )
+        for e in entries
+    ]
+    print(table(("CONSUMER", "LAST HEARTBEAT", "", "IN FLIGHT", "STATE"), rows))
+    if not all(e["alive"] for e in entries):
+        print(
+            f"(dead: silent for more than {age(args.consumer_timeout)}, see "
+            "--consumer-timeout; a live worker's custodian recovers their jobs)"
+        )
+    return EXIT_OK

@@ -1,0 +1,172 @@
+"""``gq-worker HANDLER [options]``: run one consumer until a signal (or, with --burst, until
+the queue is drained). Imported by ``gq.cli.worker.main`` once gevent has patched."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from typing import Any, Callable
+
+import gevent
+import redis
+
+import gq
+from gq.cli import EXIT_CODES_HELP, EXIT_FATAL, EXIT_OK, EXIT_USAGE, logs
+from gq.cli.common import (
+    CliError,
+    Parser,
+    add_connection_flags,
+    duration,
+    open_queue,
+    require_queue,
+)
+from gq.cli.monitor import burst_loop, report_loop
+from gq.cli.options import add_option_flags, consumer_options
+from gq.connection import redact_url
+from gq.errors import ConfigurationError
+from gq.redis_queue import RedisQueue
+
+log = logging.getLogger("gq.worker")
+
+DESCRIPTION = """\
+Run one gq consumer: take jobs from a Redis queue and call HANDLER for each, hundreds
+at once on gevent. HANDLER is package.module:function (the current directory is on the
+import path); it gets a gq.Job (id, data, attempt); returning means success, raising
+means failure (retried with backoff, then moved to dead).
+
+The first SIGINT or SIGTERM stops gracefully: fetching stops, buffered jobs go back to
+the queue, running jobs get the grace period to finish. A second signal stops at once:
+running jobs stay in flight and another worker recovers them (exit code 1).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="gq-worker",
+        usage="%(prog)s HANDLER [options]",
+        description=DESCRIPTION,
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument("handler", metavar="HANDLER", help="package.module:function to call")
+    add_connection_flags(parser)
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="exit (code 0) once nothing is ready, nothing is due and nothing "
+        "is in flight for this worker",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=logs.LEVELS, help="default INFO"
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=logs.FORMATS,
+        help="text, or json (one object per line); default text",
+    )
+    parser.add_argument(
+        "--stats-interval",
+        type=duration,
+        default=60.0,
+        metavar="SECONDS",
+        help="log done/failed/retried/killed and the rate this often; 0 turns it off; default 60",
+    )
+    parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
+    add_option_flags(parser)
+    return parser
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # bad usage exits 2 here
+    secrets = logs.url_secrets(args.url)
+    logs.configure(args.log_level, args.log_format, secrets)
+    try:
+        return _run(args)
+    except CliError as exc:
+        print(f"gq-worker: error: {logs.scrub(exc.message, secrets)}", file=sys.stderr)
+        return exc.code
+
+
+def _run(args: argparse.Namespace) -> int:
+    queue = require_queue(args.queue)
+    handler = load_handler(args.handler)
+    try:
+        consumer = gq.Consumer(queue, url=args.url, **consumer_options(args))
+    except ConfigurationError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
+    rq = open_queue(args.url, queue, max_connections=2)  # exit 3 if Redis is not there
+    _log_start(args, consumer)
+    watchers = _start_watchers(args, consumer, rq)
+    try:
+        consumer.consume(handler)
+    except Exception as exc:
+        expected = isinstance(exc, (gq.GQError, redis.RedisError))
+        log.error("%s: stopped on a fatal error: %s", consumer.context, exc, exc_info=not expected)
+        return EXIT_FATAL
+    finally:
+        gevent.killall(watchers)
+        rq.client.close()
+    return EXIT_OK
+
+
+def load_handler(spec: str) -> Callable[..., Any]:
+    """Import ``package.module:function`` (attributes may be dotted); CliError(2) if not."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise CliError(EXIT_USAGE, f"HANDLER must be package.module:function, not {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` would, and as rq and celery do
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        log.debug("importing %s failed", module_name, exc_info=True)
+        raise CliError(
+            EXIT_USAGE, f"cannot import handler module {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise CliError(
+                EXIT_USAGE,
+                f"cannot find handler {spec!r}: {module_name}.{attr} has no attribute {part!r}",
+            )
+        target = getattr(target, part)
+    if not callable(target):
+        raise CliError(
+            EXIT_USAGE, f"handler {spec!r} is not callable (it is {type(target).__name__})"
+        )
+    return target  # type: ignore[no-any-return]
+
+
+def _log_start(args: argparse.Namespace, consumer: gq.Consumer) -> None:
+    opts = consumer.opts
+    log.info(
+        "gq-worker %s starting: queue=%s consumer=%s handler=%s concurrency=%d "
+        "buffer=%d pid=%d url=%s%s",
+        gq.__version__,
+        consumer.queue,
+        consumer.id,
+        args.handler,
+        opts.processor_concurrency,
+        opts.poller_buffer_size,
+        os.getpid(),
+        redact_url(args.url),
+        " burst" if args.burst else "",
+    )
+
+
+def _start_watchers(
+    args: argparse.Namespace, consumer: gq.Consumer, rq: RedisQueue
+) -> list[gevent.Greenlet]:
+    watchers = []
+    if args.stats_interval > 0:
+        watchers.append(gevent.spawn(report_loop, consumer, args.stats_interval))
+        watchers[-1].name = "gq-report"
+    if args.burst:
+        watchers.append(gevent.spawn(burst_loop, consumer, rq))
+        watchers[-1].name = "gq-burst"
+    return watchers

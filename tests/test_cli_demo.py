@@ -1,0 +1,104 @@
+"""``gq demo``, the README's first command: on the embedded server when no Redis answers,
+on a real Redis when one does."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+
+import pytest
+
+from tests.cli_support import ADMIN, ROOT, closed_port_url, env_for, run
+from tests.helpers import RedisServer
+
+
+def demo_keys(server: RedisServer) -> set[bytes]:
+    return set(server.client().scan_iter(match="gq-demo-*"))
+
+
+@pytest.mark.timeout(60)
+def test_demo_runs_its_default_10000_jobs_on_the_embedded_server_without_redis() -> None:
+    url = closed_port_url()
+    result = run(ADMIN, "demo", env=env_for(url, None), timeout=50)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "gq demo: 10,000 jobs, each waiting 10 ms (simulated I/O), 500 at once" in out
+    assert "backend: embedded in-process server (fakeredis://)" in out
+    assert f"no Redis at {url}" in out
+    assert "enqueued 10,000 jobs in" in out
+    assert re.search(r"^processed 10,000 jobs in \d+\.\d\d s: [\d,]+ jobs/s$", out, re.M), out
+    assert re.search(
+        r"^ideal run: 0\.20 s \(10,000 jobs x 10 ms / 500 at once\); "
+        r"efficiency \d+%$",
+        out,
+        re.M,
+    ), out
+    # Not a terminal: plain progress lines, the last one at 100%.
+    progress = [line for line in result.stderr.splitlines() if line.startswith("progress:")]
+    assert progress and progress[-1].startswith("progress: 10,000/10,000 jobs (100%)")
+    assert "\r" not in result.stderr
+
+
+def test_demo_uses_redis_when_one_answers_and_deletes_its_queue(redis_server: RedisServer) -> None:
+    before = demo_keys(redis_server)
+    result = run(
+        ADMIN, "demo", "--jobs", "2000", "--concurrency", "100", env=env_for(redis_server.url, None)
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"backend: Redis at {redis_server.url}" in result.stdout
+    assert "processed 2,000 jobs" in result.stdout
+    assert "ideal run: 0.20 s (2,000 jobs x 10 ms / 100 at once)" in result.stdout
+    assert demo_keys(redis_server) <= before
+
+
+def test_demo_without_redis_or_fakeredis_says_what_to_install_and_exits_3() -> None:
+    hide_fakeredis = (
+        "import sys; sys.modules['fakeredis'] = None; from gq.cli.admin import main; main()"
+    )
+    result = run([sys.executable, "-c", hide_fakeredis], "demo", "--url", closed_port_url())
+    assert result.returncode == 3
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("gq: error:")]
+    assert "pip install 'fakeredis[lua]'" in line and "start Redis" in line
+
+
+def test_demo_redraws_a_progress_bar_in_place_on_a_terminal(redis_server: RedisServer) -> None:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [
+            *ADMIN,
+            "demo",
+            "--url",
+            redis_server.url,
+            "--jobs",
+            "1000",
+            "--concurrency",
+            "100",
+            "--wait",
+            "0.05",
+        ],
+        cwd=ROOT,
+        env=env_for(None, None),
+        stdout=subprocess.PIPE,
+        stderr=slave,
+    )
+    os.close(slave)
+    chunks = []
+    while select.select([master], [], [], 30)[0]:  # cooperative: the test timeout applies
+        try:
+            chunk = os.read(master, 4096)  # read as the demo writes: the pty never fills
+        except OSError:  # EIO: the demo closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    stdout, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    bar = b"".join(chunks).decode(errors="replace")
+    assert bar.count("\r[") >= 2, bar  # redrawn in place
+    assert "[##############################] 1,000/1,000 100%" in bar
+    assert b"processed 1,000 jobs" in stdout
