@@ -550,14 +550,16 @@ def test_run_processes_jobs_off_the_queue(
     assert len(processed) == 5  # each job ran once
 
 
-def check_failed_jobs_are_rescheduled(
-    consumer: gq.Consumer,
+def check_failed_jobs_land_in(
     start: Callable[..., Started],
     direct: redis.Redis,
     keys: QueueKeys,
     failure: BaseException,
+    attempt: int,
+    target: str,
 ) -> None:
-    attempt = consumer.opts.job_max_attempts - 1
+    """Jobs whose handler raises ``failure`` at ``attempt`` end in ``target`` (scheduled or
+    dead), stored with attempt + 1, and nowhere else."""
     jobs = create_jobs(5, attempt)
     enqueue_jobs(direct, keys, jobs)
 
@@ -567,11 +569,12 @@ def check_failed_jobs_are_rescheduled(
     start(handler)
 
     wait_until(
-        lambda: sorted(texts(direct.zrange(keys.scheduled, 0, -1))) == sorted(ids(jobs)),
-        message="every job to be scheduled for a retry",
+        lambda: sorted(texts(direct.zrange(target, 0, -1))) == sorted(ids(jobs)),
+        message=f"every job to land in {target}",
     )
     assert active(direct, keys) == []
-    assert direct.zcard(keys.dead) == 0
+    other = keys.dead if target == keys.scheduled else keys.scheduled
+    assert direct.zcard(other) == 0
     for job in jobs:
         assert stored_job(direct, keys, job.id) == Job(job.id, job.data, attempt + 1)
 
@@ -579,51 +582,29 @@ def check_failed_jobs_are_rescheduled(
 def test_run_reschedules_jobs_that_return_an_error_with_less_than_job_max_attempts(
     consumer: gq.Consumer, start: Callable[..., Started], direct: redis.Redis, keys: QueueKeys
 ) -> None:
-    check_failed_jobs_are_rescheduled(consumer, start, direct, keys, RuntimeError("Retry"))
+    attempt = consumer.opts.job_max_attempts - 1
+    check_failed_jobs_land_in(start, direct, keys, RuntimeError("Retry"), attempt, keys.scheduled)
 
 
 def test_run_reschedules_jobs_that_panic_with_less_than_job_max_attempts(
     consumer: gq.Consumer, start: Callable[..., Started], direct: redis.Redis, keys: QueueKeys
 ) -> None:
-    check_failed_jobs_are_rescheduled(consumer, start, direct, keys, Panic("Retry"))
-
-
-def check_failed_jobs_are_killed(
-    consumer: gq.Consumer,
-    start: Callable[..., Started],
-    direct: redis.Redis,
-    keys: QueueKeys,
-    failure: BaseException,
-) -> None:
-    attempt = consumer.opts.job_max_attempts
-    jobs = create_jobs(5, attempt)
-    enqueue_jobs(direct, keys, jobs)
-
-    def handler(job: Job) -> None:
-        raise failure
-
-    start(handler)
-
-    wait_until(
-        lambda: sorted(texts(direct.zrange(keys.dead, 0, -1))) == sorted(ids(jobs)),
-        message="every job to be killed",
-    )
-    assert active(direct, keys) == []
-    assert direct.zcard(keys.scheduled) == 0
-    for job in jobs:
-        assert stored_job(direct, keys, job.id) == Job(job.id, job.data, attempt + 1)
+    attempt = consumer.opts.job_max_attempts - 1
+    check_failed_jobs_land_in(start, direct, keys, Panic("Retry"), attempt, keys.scheduled)
 
 
 def test_run_kills_jobs_that_return_an_error_after_job_max_attempts(
     consumer: gq.Consumer, start: Callable[..., Started], direct: redis.Redis, keys: QueueKeys
 ) -> None:
-    check_failed_jobs_are_killed(consumer, start, direct, keys, RuntimeError("Fail"))
+    attempt = consumer.opts.job_max_attempts
+    check_failed_jobs_land_in(start, direct, keys, RuntimeError("Fail"), attempt, keys.dead)
 
 
 def test_run_kills_jobs_that_panic_after_job_max_attempts(
     consumer: gq.Consumer, start: Callable[..., Started], direct: redis.Redis, keys: QueueKeys
 ) -> None:
-    check_failed_jobs_are_killed(consumer, start, direct, keys, Panic("Fail"))
+    attempt = consumer.opts.job_max_attempts
+    check_failed_jobs_land_in(start, direct, keys, Panic("Fail"), attempt, keys.dead)
 
 
 def test_run_reenqueues_jobs_when_shutting_down(
