@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         JobTimeout,
         KillJobError,
         MaxBackoffExceededError,
+        MessageTooLargeError,
         RetryJobError,
         ShutdownTimeoutError,
     )
@@ -36,6 +37,7 @@ __all__ = [
     "JobTimeout",
     "KillJobError",
     "MaxBackoffExceededError",
+    "MessageTooLargeError",
     "Producer",
     "RetryJobError",
     "ShutdownTimeoutError",

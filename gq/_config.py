@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 
 from gq.connection import client_from_url
@@ -17,9 +19,12 @@ def check_queue_name(queue: object) -> str:
 
 
 def resolve_client(
-    url: str | None, client: redis.Redis | None, **pool_options: object
-) -> redis.Redis:
-    """The client to use: ``client`` wins when both are given, as in curlyq."""
+    url: str | None, client: redis.Redis | Any | None, **pool_options: object
+) -> Any:
+    """The client to use: ``client`` wins when both are given, as in curlyq.
+
+    ``client`` may be a ``redis.Redis`` (a Sentinel's ``master_for`` client is one) or a
+    ``redis.cluster.RedisCluster``; ``RedisQueue`` checks a cluster queue's hash tag."""
     if client is not None:
         return client
     if url is None:

@@ -4,6 +4,17 @@ gq makes its own decisions about failures (``*_max_attempts``, backoff, abort), 
 clients it builds never retry inside redis-py: a retried fetch would strand a batch of
 jobs in this consumer's in-flight set, and a retried push would report the job's own id
 as a duplicate.
+
+Besides redis-py's own ``redis://``, ``rediss://`` and ``unix://``, gq reads two URL
+forms of its own (redis-py has no standard for either):
+
+- ``redis+cluster://[user:password@]host:port[,host:port...]/[?query]`` (or
+  ``rediss+cluster://``): a ``redis.cluster.RedisCluster`` started from those nodes;
+- ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db][?query]``
+  (or ``rediss+sentinel://``): the master of ``service`` as the sentinels name it.
+  The credentials and TLS are the data nodes'; the sentinels are reached without them.
+
+The query takes redis-py's URL options (``ssl_ca_certs``, ``socket_timeout``...).
 """
 
 from __future__ import annotations
@@ -22,6 +33,13 @@ from gq.errors import ConfigurationError
 FAKEREDIS_SCHEME = "fakeredis"
 DEFAULT_URL = "redis://localhost:6379/0"
 
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+SCHEMES_HELP = (
+    "use redis://, rediss://, unix://, redis+cluster://, rediss+cluster://, "
+    "redis+sentinel://, rediss+sentinel:// or fakeredis://"
+)
+
 _QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*", re.IGNORECASE)
 
 _embedded_lock = threading.Lock()
@@ -36,10 +54,8 @@ def redact_url(url: str) -> str:
         return "<unparseable url>"
     netloc = parts.netloc
     if parts.password is not None:
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        netloc = f"{parts.username or ''}:***@{host}"
+        # rpartition, not parts.hostname/port: a cluster or sentinel URL lists several hosts.
+        netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
     # redis-py also takes the password as a query parameter (?password=...).
     query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
     shown = f"{parts.scheme}://{netloc}{parts.path}" if "://" in url else url.split("?")[0]
@@ -50,22 +66,33 @@ def no_retry() -> Retry:
     return Retry(NoBackoff(), 0)
 
 
-def client_from_url(url: str, **pool_options: Any) -> redis.Redis:
+def client_from_url(url: str, **pool_options: Any) -> Any:
     """A client for ``url``; ``fakeredis://[name]`` is an in-process server shared by name.
 
     ``pool_options`` go to ``BlockingConnectionPool.from_url`` (for example
     ``max_connections`` and ``socket_timeout``); the pool blocks, rather than fails,
-    when every connection is busy.
+    when every connection is busy. A cluster or sentinel client keeps the socket
+    options but not ``max_connections``: redis-py has no blocking pool for them, and a
+    pool that fails when full would fail jobs, so theirs are unbounded.
     """
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"url must be a non-empty string, not {url!r}")
     scheme = url.split(":", 1)[0].lower()
     if scheme == FAKEREDIS_SCHEME:
         return _embedded_client(url)
+    if scheme in CLUSTER_SCHEMES or scheme in SENTINEL_SCHEMES:
+        from gq import topology  # redis.cluster is only imported when used
+
+        try:
+            if scheme in CLUSTER_SCHEMES:
+                return topology.cluster_client(url, no_retry(), **pool_options)
+            return topology.sentinel_client(url, no_retry(), **pool_options)
+        except ValueError as exc:  # a malformed URL; an unreachable server stays a RedisError
+            message = topology.scrub(str(exc), url)
+            raise ConfigurationError(f"bad Redis URL {redact_url(url)}: {message}") from None
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigurationError(
-            f"unsupported Redis URL scheme {scheme!r} in {redact_url(url)}; "
-            "use redis://, rediss://, unix:// or fakeredis://"
+            f"unsupported Redis URL scheme {scheme!r} in {redact_url(url)}; {SCHEMES_HELP}"
         )
     pool_options.setdefault("retry", no_retry())
     pool_options.setdefault("timeout", None)

@@ -21,7 +21,7 @@ from gq.job import MessageDecodeError
 from gq.loops import Loop
 from gq.options import ConsumerOptions
 from gq.processor import Handler, Processor, Stats
-from gq.redis_queue import RedisQueue
+from gq.redis_queue import MAX_BATCH, RedisQueue
 
 log = logging.getLogger("gq.consumer")
 
@@ -41,7 +41,7 @@ class Consumer:
         queue: str,
         *,
         url: str | None = None,
-        client: redis.Redis | None = None,
+        client: redis.Redis | Any | None = None,
         **options: Any,
     ) -> None:
         self.queue = check_queue_name(queue)
@@ -69,6 +69,7 @@ class Consumer:
         self._running = False
         self._processor: Processor | None = None
         self._poller_waiting = False
+        self._more_ready = False  # the last fetch was full: jobs are probably waiting
         self._skew_warned = False
 
     # -- public API ---------------------------------------------------------------------
@@ -151,7 +152,6 @@ class Consumer:
             ),
         }
         greenlets = {name: self._spawn(name, loop.run) for name, loop in loops.items()}
-        greenlets["Processor"] = self._spawn("Processor", processor.feed)
         greenlets["Acker"] = self._spawn("Acker", processor.acker.run)
         self._stop_requested.wait()
         try:
@@ -160,7 +160,7 @@ class Consumer:
         finally:
             # Whatever is still alive here is abandoned: no more Redis calls. Jobs of
             # killed handlers stay in flight for another consumer's custodian.
-            gevent.killall([*greenlets.values(), *processor.pool.greenlets], timeout=5)
+            gevent.killall([*greenlets.values(), *processor.workers], timeout=5)
         if self._fatal is not None:
             raise self._fatal
         log.info(
@@ -176,18 +176,17 @@ class Consumer:
         if self._poller_waiting:
             greenlets["Poller"].kill()  # only ever interrupted while it waits
         self._wait_for(greenlets["Poller"])
-        greenlets["Processor"].kill()
         self._give_back(processor.take_buffered())
         if self._fatal is not None:
             return
         grace = self.opts.shutdown_grace_period or None  # 0 set on a live opts: wait forever
-        joiner = gevent.spawn(processor.pool.join)
+        joiner = gevent.spawn(processor.wait_quiet)
         self._wait_for(joiner, timeout=grace)
         if self._fatal is not None:
             return
         if not joiner.dead:
             joiner.kill()
-            self._fatal = ShutdownTimeoutError(len(processor.pool), grace)
+            self._fatal = ShutdownTimeoutError(processor.running, grace)
             log.error("%s: %s", self.context, self._fatal)
             return
         self._wait_for(gevent.spawn(processor.acker.flush))
@@ -206,7 +205,7 @@ class Consumer:
         """Wait for ``greenlet``, but no longer than a fatal error or a forced stop."""
         gevent.wait([greenlet, self._force], count=1, timeout=timeout)
         if self._force.is_set() and self._fatal is None and not greenlet.dead:
-            unfinished = len(self._processor.pool) if self._processor else 0
+            unfinished = self._processor.running if self._processor else 0
             self._fatal = ShutdownTimeoutError(unfinished, None)
 
     def _give_back(self, buffered: list[jobs.Job]) -> None:
@@ -266,36 +265,34 @@ class Consumer:
         # stop may interrupt the poller there (and only there).
         self._poller_waiting = True
         try:
-            processor.slots.wait()
-            signalled = self._queue.wait_for_signal(self.opts.poller_poll_duration)
+            processor.wait_for_room()
+            # After a full batch the signal is still there (fetch clears it only when it
+            # finds fewer jobs than asked for): skip the wait's round trip and fetch again.
+            if not self._more_ready:
+                if not self._queue.wait_for_signal(self.opts.poller_poll_duration):
+                    return True
         finally:
             self._poller_waiting = False
-        if not signalled:
-            return True
-        count = processor.slots.counter
-        for _ in range(count):
-            processor.slots.acquire(blocking=False)
-        try:
-            fetched = self._queue.fetch(self.id, count)
-        except BaseException:
-            for _ in range(count):
-                processor.slots.release()
-            raise
+        # Only the poller adds to the buffer, so its room can only grow until the put.
+        count = min(processor.room(), MAX_BATCH)
+        self._more_ready = False
+        fetched = self._queue.fetch(self.id, count)
+        self._more_ready = len(fetched) == count
+        good: list[jobs.Job] = []
         bad: list[tuple[str, bytes | None, str]] = []
+        decode = jobs.decode
         for job_id, message in fetched:
             try:
                 if message is None:
                     raise MessageDecodeError("its message is missing")
-                job = jobs.decode(message)
+                job = decode(message)
                 if job.id != job_id:
                     raise MessageDecodeError(f"its message names another id, {job.id!r}")
             except MessageDecodeError as exc:
-                processor.slots.release()
                 bad.append((job_id, message, str(exc)))
                 continue
-            processor.buffer.put(job)
-        for _ in range(count - len(fetched)):
-            processor.slots.release()
+            good.append(job)
+        processor.put(good)
         self._discard(bad)
         return True
 

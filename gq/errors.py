@@ -89,3 +89,19 @@ class JobTimeout(BaseException):
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
         super().__init__(f"job ran past its {seconds:g} s timeout" if seconds else "job timed out")
+
+
+class MessageTooLargeError(ConfigurationError):
+    """A job's encoded message is larger than the producer's ``max_message_bytes``.
+
+    Raised before anything is written; ``perform_many`` refuses the whole batch.
+    """
+
+    def __init__(self, job: Job, size: int, limit: int) -> None:
+        self.job = job
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"job {job.id!r} is {size} bytes encoded, over the producer's limit of "
+            f"{limit} bytes (max_message_bytes); store large data elsewhere and enqueue a reference"
+        )

@@ -23,6 +23,11 @@ READY_AT_KEY = "ReadyAt"
 # archive: a bounded size keeps a traceback-sized error from bloating Redis.
 MAX_ERROR_CHARS = 2000
 
+_RAW_ID = ID_KEY.encode()
+_RAW_DATA = DATA_KEY.encode()
+_RAW_ATTEMPT = ATTEMPT_KEY.encode()
+_unpackb = msgpack.unpackb
+
 
 class MessageDecodeError(ValueError):
     """A stored message is not a curlyq/gq job message."""
@@ -77,6 +82,22 @@ def encode(job: Job, error: str | None = None, ready_at: float | None = None) ->
 
 def decode(raw: bytes) -> Job:
     """Read a message written by gq or curlyq; raise MessageDecodeError for anything else."""
+    # The fast path, for the well-formed messages that every fetched job carries: read
+    # the three keys straight from the unpacked map. Anything unusual (a nil Data, a
+    # non-UTF-8 ID, a bad type) takes the full path below, which says what is wrong.
+    try:
+        obj = _unpackb(raw, raw=True, strict_map_key=False, use_list=False)
+    except Exception:  # msgpack raises several unrelated types on bad input
+        obj = None
+    if type(obj) is dict:
+        raw_id = obj.get(_RAW_ID)
+        data = obj.get(_RAW_DATA, b"")
+        attempt = obj.get(_RAW_ATTEMPT, 0)
+        if type(raw_id) is bytes and type(data) is bytes and type(attempt) is int and attempt >= 0:
+            try:
+                return Job(raw_id.decode("utf-8"), data, attempt)
+            except UnicodeDecodeError:
+                pass
     return _job_from_map(_unpack_map(raw))
 
 

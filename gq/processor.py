@@ -16,8 +16,6 @@ from typing import Callable
 
 import gevent
 from gevent.event import Event
-from gevent.lock import Semaphore
-from gevent.pool import Pool
 from gevent.queue import Queue
 
 from gq import job as jobs
@@ -59,9 +57,12 @@ class Acker:
         self._idle.set()
 
     def add(self, job: Job) -> None:
-        self._pending.append(job)
-        self._idle.clear()
-        self._wakeup.set()
+        pending = self._pending
+        pending.append(job)
+        # Only the first job of a batch needs to wake the acker: the rest ride along.
+        if len(pending) == 1:
+            self._idle.clear()
+            self._wakeup.set()
 
     def run(self) -> None:
         while True:
@@ -74,9 +75,10 @@ class Acker:
                 except Exception as exc:
                     self._on_fatal(AckJobError(batch[0], exc))
                     return
-                for job, ok in zip(batch, acked):
-                    if not ok:
-                        _warn_not_owned(self._context, job, "acknowledge")
+                if not all(acked):
+                    for job, ok in zip(batch, acked):
+                        if not ok:
+                            _warn_not_owned(self._context, job, "acknowledge")
             self._idle.set()
 
     def flush(self) -> None:
@@ -85,7 +87,16 @@ class Acker:
 
 
 class Processor:
-    """Takes buffered jobs into a pool of ``processor_concurrency`` handlers."""
+    """Runs buffered jobs on at most ``processor_concurrency`` handler greenlets.
+
+    The handlers are long-lived worker greenlets that take jobs from ``buffer`` one after
+    another, started on demand up to ``processor_concurrency`` and kept for the run: a
+    greenlet per job (``gevent.pool.Pool.spawn``) cost more than a noop handler itself.
+    So at most ``processor_concurrency`` handlers run at once, and ``buffer`` holds the
+    jobs fetched but not started, at most ``poller_buffer_size`` of them. A worker takes
+    a job and starts its handler without yielding in between, so a job is either in
+    ``buffer`` (and given back at a graceful stop) or running.
+    """
 
     def __init__(
         self,
@@ -102,39 +113,94 @@ class Processor:
         self._handler = handler
         self._on_fatal = on_fatal
         self._context = context
-        self.pool = Pool(opts.processor_concurrency)
-        # Jobs fetched but not started; ``slots`` counts the room left, so the poller
-        # never holds more than poller_buffer_size of them.
         self.buffer: Queue[Job] = Queue()
-        self.slots = Semaphore(opts.poller_buffer_size)
+        self.workers: list[gevent.Greenlet] = []
+        self.running = 0  # handlers running now
+        self._waiting = 0  # workers blocked on an empty buffer
+        self._room = Event()  # set when the buffer has room for the poller
+        self._room.set()
+        self._quiet = Event()  # set when no handler runs
+        self._quiet.set()
         self.acker = Acker(queue, consumer_id, on_fatal, context)
         self.stats = Stats()
 
-    def feed(self) -> None:
-        """Start buffered jobs as handler slots free up (its own greenlet, killed at stop).
+    def room(self) -> int:
+        """How many more jobs the buffer may take (poller_buffer_size less those held)."""
+        return max(0, self._opts.poller_buffer_size - int(self.buffer.qsize()))
 
-        Between ``buffer.get`` and ``spawn`` nothing yields, so killing this greenlet
-        never drops a job on the floor.
-        """
-        while True:
-            self.pool.wait_available()
-            job = self.buffer.get()
-            self.slots.release()
-            self.pool.spawn(self.execute, job)
+    def wait_for_room(self) -> None:
+        while not self.room():
+            self._room.clear()
+            self._room.wait()
+
+    def put(self, jobs_: list[Job]) -> None:
+        """Buffer fetched jobs, and start workers for those no idle worker will take."""
+        buffer = self.buffer
+        for job in jobs_:
+            buffer.put_nowait(job)
+        wanted = min(
+            buffer.qsize() - self._waiting,
+            self._opts.processor_concurrency - len(self.workers),
+        )
+        for _ in range(wanted):
+            worker = gevent.Greenlet(self._work)
+            worker.name = f"gq-handler-{len(self.workers)}"
+            worker.link_exception(self._worker_died)
+            self.workers.append(worker)
+            worker.start()
+
+    def _worker_died(self, worker: gevent.Greenlet) -> None:
+        # execute() catches every handler failure, so this is a bug in gq: stop rather
+        # than run on with fewer handlers than processor_concurrency and nobody knowing.
+        error = GQError(f"a handler worker crashed: {worker.exception!r}")
+        error.__cause__ = worker.exception
+        self._on_fatal(error)
 
     def take_buffered(self) -> list[Job]:
+        """Empty the buffer (for a graceful stop): its jobs were never started."""
         taken = []
         while not self.buffer.empty():
             taken.append(self.buffer.get_nowait())
-            self.slots.release()
         return taken
+
+    def wait_quiet(self) -> None:
+        """Wait until no handler is running."""
+        self._quiet.wait()
+
+    def _work(self) -> None:
+        buffer = self.buffer
+        while True:
+            if buffer.empty():
+                self._waiting += 1
+                try:
+                    job = buffer.get()
+                finally:
+                    self._waiting -= 1
+            else:
+                job = buffer.get_nowait()
+            # From here to the handler nothing yields: the job is never neither
+            # buffered nor running.
+            if not self._room.is_set():
+                self._room.set()
+            self.running += 1
+            self._quiet.clear()
+            try:
+                self.execute(job)
+            finally:
+                self.running -= 1
+                if not self.running:
+                    self._quiet.set()
 
     def execute(self, job: Job) -> None:
         timeout = self._opts.job_timeout
         try:
-            with gevent.Timeout(timeout, JobTimeout(timeout) if timeout else None):
-                # A copy: what the handler does to its Job must not change what is stored.
-                self._handler(Job(id=job.id, data=job.data, attempt=job.attempt))
+            # A copy: what the handler does to its Job must not change what is stored.
+            copy = Job(id=job.id, data=job.data, attempt=job.attempt)
+            if timeout:
+                with gevent.Timeout(timeout, JobTimeout(timeout)):
+                    self._handler(copy)
+            else:
+                self._handler(copy)
         except gevent.GreenletExit:
             raise  # a forced stop: the job stays in flight for another consumer
         except BaseException as exc:  # the handler's failure, whatever it raised

@@ -6,15 +6,19 @@ import math
 import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Union
+from typing import Any, Union
 
 import redis
 
 from gq import job as jobs
 from gq._config import check_queue_name, resolve_client
-from gq.errors import ConfigurationError, JobAlreadyExistsError
+from gq.errors import ConfigurationError, JobAlreadyExistsError, MessageTooLargeError
 from gq.job import Job, JobLike
 from gq.redis_queue import RedisQueue
+
+#: Default ``max_message_bytes``: far above ordinary job payloads, far below what would
+#: stall a single-threaded Redis while a script copies the message (docs/decisions.md).
+DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024
 
 When = Union[datetime, float, int]
 Delay = Union[timedelta, float, int]
@@ -26,18 +30,38 @@ class Producer:
     A ``redis.ConnectionError`` from any ``perform*`` call means the job may or may not
     be stored: calling again with the same job id is safe, and a ``JobAlreadyExistsError``
     then means the first call went through.
+
+    ``client`` may be a ``redis.Redis``, a ``redis.cluster.RedisCluster`` (the queue name
+    then needs a hash tag, ``"{emails}"``) or a Sentinel's ``master_for`` client.
+    ``max_message_bytes`` (default 1 MiB, ``None`` for no limit) bounds each encoded
+    message: a bigger job raises ``MessageTooLargeError`` before anything is written.
     """
 
     def __init__(
-        self, queue: str, *, url: str | None = None, client: redis.Redis | None = None
+        self,
+        queue: str,
+        *,
+        url: str | None = None,
+        client: redis.Redis | Any | None = None,
+        max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.queue = check_queue_name(queue)
+        if max_message_bytes is not None and (
+            isinstance(max_message_bytes, bool)
+            or not isinstance(max_message_bytes, int)
+            or max_message_bytes < 1
+        ):
+            raise ConfigurationError(
+                f"max_message_bytes must be a positive int or None, not {max_message_bytes!r}"
+            )
+        self.max_message_bytes = max_message_bytes
         self._queue = RedisQueue(resolve_client(url, client), self.queue)
 
     def perform(self, job: JobLike) -> str:
         """Queue ``job`` (bytes or Job) to run as soon as possible; return its id."""
         item = jobs.to_job(job)
-        [stored] = self._queue.push([(item.id, jobs.encode(item, ready_at=time.time()))])
+        message = self._encode(item, time.time())
+        [stored] = self._queue.push([(item.id, message)])
         return _stored_or_raise(item, stored)
 
     def perform_at(self, when: When, job: JobLike) -> str:
@@ -48,7 +72,7 @@ class Producer:
         """
         at = _unix_time(when)
         item = jobs.to_job(job)
-        message = jobs.encode(item, ready_at=at)
+        message = self._encode(item, at)
         [stored] = self._queue.schedule([(item.id, message, at)], relative=False)
         return _stored_or_raise(item, stored)
 
@@ -57,7 +81,7 @@ class Producer:
         seconds = _seconds(delay)
         item = jobs.to_job(job)
         # ReadyAt is for display: the schedule itself counts the delay on the server's clock.
-        message = jobs.encode(item, ready_at=time.time() + seconds)
+        message = self._encode(item, time.time() + seconds)
         [stored] = self._queue.schedule([(item.id, message, seconds)], relative=True)
         return _stored_or_raise(item, stored)
 
@@ -71,11 +95,19 @@ class Producer:
         if not items:
             return []
         now = time.time()
-        stored = self._queue.push([(item.id, jobs.encode(item, ready_at=now)) for item in items])
+        # Every message is encoded (and checked) before the first is written.
+        messages = [(item.id, self._encode(item, now)) for item in items]
+        stored = self._queue.push(messages)
         refused = [item for item, ok in zip(items, stored) if not ok]
         if refused:
             raise JobAlreadyExistsError(refused[0], refused)
         return [item.id for item in items]
+
+    def _encode(self, item: Job, ready_at: float) -> bytes:
+        message = jobs.encode(item, ready_at=ready_at)
+        if self.max_message_bytes is not None and len(message) > self.max_message_bytes:
+            raise MessageTooLargeError(item, len(message), self.max_message_bytes)
+        return message
 
     def close(self) -> None:
         """Release the connections of a client built from ``url``."""

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import redis
 from redis.commands.core import Script
 
-from gq import scripts
+from gq import scripts, topology
 from gq.errors import ConfigurationError
 from gq.keys import QueueKeys
 
@@ -37,13 +37,20 @@ def _text(value: Any) -> str:
 class RedisQueue:
     """The Redis state of queue ``name``, reached through ``client``."""
 
-    def __init__(self, client: redis.Redis, name: str) -> None:
+    def __init__(self, client: redis.Redis | Any, name: str) -> None:
         encoder = getattr(client, "get_encoder", None)
         if encoder is not None and encoder().decode_responses:
             raise ConfigurationError(
                 "gq needs a Redis client with decode_responses=False: job data is bytes"
             )
-        self.client = client
+        self.cluster = topology.is_cluster(client)
+        if self.cluster and not topology.hash_tag(name):
+            raise ConfigurationError(
+                f"queue name {name!r} has no hash tag: on Redis Cluster every key of a queue "
+                f"must be in one slot; put the name in braces, e.g. '{{{name}}}' "
+                f"(curlyq and gq keys are '<queue>:data', '<queue>:active'...)"
+            )
+        self.client: Any = client
         self.keys = QueueKeys(name)
         self._embedded = type(client).__module__.startswith("fakeredis")
         self._scripts: dict[str, Script] = {
@@ -54,9 +61,12 @@ class RedisQueue:
         return self._scripts[name](keys=list(keys), args=list(args))
 
     def _run_batches(self, name: str, keys: Sequence[str], batches: list[list[Any]]) -> list[Any]:
-        """Run one script call per batch: a single call directly, several in one pipeline."""
-        if len(batches) == 1:
-            return [self._run(name, keys, batches[0])]
+        """Run one script call per batch: a single call directly, several in one pipeline.
+
+        redis-py's cluster pipeline cannot run scripts: on a cluster, one call after another.
+        """
+        if len(batches) == 1 or self.cluster:
+            return [self._run(name, keys, args) for args in batches]
         pipe = self.client.pipeline(transaction=False)
         for args in batches:
             self._scripts[name](keys=list(keys), args=args, client=pipe)
@@ -117,7 +127,7 @@ class RedisQueue:
                     return False
                 time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process
             return True
-        return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None  # type: ignore[arg-type]
+        return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None
 
     def fetch(self, consumer_id: str, count: int) -> list[tuple[str, bytes | None]]:
         """Take up to ``count`` jobs into this consumer's in-flight set: (id, message or None)."""
@@ -208,19 +218,25 @@ class RedisQueue:
         return int(self._run("recover", keys, args))
 
     def server_time(self) -> float:
-        seconds, micros = self.client.time()
-        return seconds + micros / 1e6
+        if self.cluster:  # the clock of the master that holds this queue
+            node = self.client.get_node_from_key(self.keys.data)
+            seconds, micros = self.client.time(target_nodes=node)
+        else:
+            seconds, micros = self.client.time()
+        return float(seconds) + float(micros) / 1e6
 
     def messages(self, ids: Iterable[str]) -> list[bytes | None]:
         """The stored message of each id, None where there is none."""
         ids = list(ids)
-        return list(self.client.hmget(self.keys.data, ids)) if ids else []  # type: ignore[arg-type]
+        return list(self.client.hmget(self.keys.data, ids)) if ids else []
 
     # -- inspection / admin (gq-worker --burst and the gq operator tool) --------------------
 
     def ping(self) -> None:
-        """Raise the client's error unless Redis answers and accepts the credentials."""
+        """Raise the client's error unless Redis answers, accepts the credentials and lets
+        them run gq's scripts on this queue's keys (a read-only script: NOPERM if not)."""
         self.client.ping()
+        self.backlog("access-check")
 
     def backlog(self, consumer_id: str) -> tuple[int, int, int]:
         """(ready, due by server time, in flight for this consumer), read atomically."""
@@ -251,7 +267,7 @@ class RedisQueue:
             return None
         job_id = _text(head)
         message = self.client.hget(self.keys.data, job_id)
-        return job_id, message if message is None else bytes(message)  # type: ignore[arg-type]
+        return job_id, message if message is None else bytes(message)
 
     def consumers(self) -> list[tuple[str, float, int]]:
         """Every registered consumer, least recently seen first:

@@ -124,6 +124,8 @@ def is_refusal(exc: BaseException) -> bool:
     """Whether ``exc`` means Redis could not be reached or refused the credentials."""
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
         return True
+    if isinstance(exc, redis.exceptions.NoPermissionError):  # its text lacks "NOPERM"
+        return True
     return isinstance(exc, redis.ResponseError) and any(
         marker.lower() in str(exc).lower() for marker in _REFUSALS
     )
@@ -148,6 +150,9 @@ def queue_on(url: str, queue: str, **pool_options: Any) -> RedisQueue:
         return RedisQueue(client_from_url(url, **pool_options), queue)
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
+    except redis.RedisError as exc:  # a cluster client connects as it is built
+        message = f"cannot use Redis at {redact_url(url)}: {exc}"
+        raise CliError(EXIT_UNREACHABLE, scrub(message, url_secrets(url))) from None
 
 
 def unreachable(rq: RedisQueue, url: str) -> str | None:

@@ -14,7 +14,7 @@ import gevent
 import redis
 
 import gq
-from gq.cli import EXIT_CODES_HELP, EXIT_FATAL, EXIT_OK, EXIT_USAGE, logs
+from gq.cli import EXIT_CODES_HELP, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, logs
 from gq.cli.common import (
     CliError,
     Parser,
@@ -99,6 +99,10 @@ def _run(args: argparse.Namespace) -> int:
         consumer = gq.Consumer(queue, url=args.url, **consumer_options(args))
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
+    except redis.RedisError as exc:  # a cluster client connects as it is built
+        raise CliError(
+            EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {exc}"
+        ) from None
     rq = open_queue(args.url, queue, max_connections=2)  # exit 3 if Redis is not there
     _log_start(args, consumer)
     watchers = _start_watchers(args, consumer, rq)

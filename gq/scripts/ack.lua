@@ -4,13 +4,18 @@
 -- ARGV    id1, id2, ...  (at most 1000 per call)
 -- Returns an array with one integer per id, in order: 1 acknowledged, 0 not owned.
 local results = {}
+local owned = {}
 for i = 1, #ARGV do
   if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then
-    redis.call('HDEL', KEYS[2], ARGV[i])
-    redis.call('HDEL', KEYS[3], ARGV[i])
+    owned[#owned + 1] = ARGV[i]
     results[i] = 1
   else
     results[i] = 0
   end
+end
+-- One HDEL per hash for the whole batch (at most 1000 ids, well below unpack's limit).
+if #owned > 0 then
+  redis.call('HDEL', KEYS[2], unpack(owned, 1, #owned))
+  redis.call('HDEL', KEYS[3], unpack(owned, 1, #owned))
 end
 return results

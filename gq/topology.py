@@ -1,0 +1,125 @@
+"""Clients for Redis Cluster and Redis Sentinel URLs, and the hash-tag rule of a cluster.
+
+URL forms (see ``gq.connection``)::
+
+    redis+cluster://[user:password@]host:port[,host:port...]/[?query]
+    redis+sentinel://[user:password@]host:port[,host:port...]/service[/db][?query]
+
+and their ``rediss+`` variants, whose data connections use TLS (certificate checks on,
+as redis-py's ``rediss://``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import redis
+from redis.connection import SSLConnection, parse_url
+from redis.retry import Retry
+
+# Options of a BlockingConnectionPool that the pools of these clients do not take.
+_BLOCKING_ONLY = ("max_connections", "timeout")
+
+
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` is a ``redis.cluster.RedisCluster`` (without importing it)."""
+    return any(cls.__name__ == "RedisCluster" for cls in type(client).__mro__)
+
+
+def hash_tag(name: str) -> str:
+    """The hash tag Redis Cluster hashes for keys that start with ``name``, or "".
+
+    Redis's rule: the text between the first ``{`` and the first ``}`` after it, if that
+    text is not empty; otherwise the whole key is hashed.
+    """
+    start = name.find("{")
+    if start < 0:
+        return ""
+    end = name.find("}", start + 1)
+    return name[start + 1 : end] if end > start + 1 else ""
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` without the password of ``url``, as written or decoded."""
+    password = urlsplit(url).password
+    for secret in sorted({password or "", unquote(password or "")}, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _split(url: str) -> tuple[str, str, list[tuple[str, int]], str, str]:
+    """(base scheme, user info, [(host, port)], path, query) of a multi-host URL."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ValueError("expected scheme://host:port")
+    netloc, _, tail = rest.partition("/")
+    path, _, query = tail.partition("?")
+    if "?" in netloc:  # no path: host:port?query
+        netloc, _, query = netloc.partition("?")
+    userinfo, _, hostlist = netloc.rpartition("@")
+    nodes = []
+    for item in hostlist.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"expected host:port, got {item.strip()!r}")
+        nodes.append((host.strip("[]"), int(port)))
+    return scheme.split("+", 1)[0].lower(), userinfo, nodes, path, query
+
+
+def _options(base: str, userinfo: str, db: str, query: str) -> dict[str, Any]:
+    """redis-py's connection options for a single-host URL with this user info and query."""
+    auth = f"{userinfo}@" if userinfo else ""
+    options: dict[str, Any] = parse_url(
+        f"{base}://{auth}localhost/{db}" + (f"?{query}" if query else "")
+    )
+    options.pop("host", None)
+    options.pop("port", None)
+    return options
+
+
+def cluster_client(url: str, retry: Retry, **pool_options: Any) -> Any:
+    """A ``RedisCluster`` for a ``redis+cluster://`` URL; it connects at once."""
+    from redis.cluster import ClusterNode, RedisCluster
+    from redis.exceptions import RedisClusterException
+
+    base, userinfo, nodes, path, query = _split(url)
+    if path.strip("/") not in ("", "0"):
+        raise ValueError("a cluster has only database 0")
+    options = _options(base, userinfo, "", query)
+    options.pop("db", None)
+    for name in _BLOCKING_ONLY:
+        pool_options.pop(name, None)
+    options.update(pool_options)
+    try:
+        return RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in nodes], retry=retry, **options
+        )
+    except RedisClusterException as exc:  # not a RedisError: make it one
+        raise redis.ConnectionError(scrub(str(exc), url)) from None
+
+
+def sentinel_client(url: str, retry: Retry, **pool_options: Any) -> redis.Redis:
+    """The master's client for a ``redis+sentinel://`` URL; the master is looked up per
+    connection, so a failover moves new connections to the new master."""
+    from redis.sentinel import Sentinel
+
+    base, userinfo, nodes, path, query = _split(url)
+    service, _, db = path.strip("/").partition("/")
+    if not service:
+        raise ValueError("the sentinel URL needs the service name: host:port/service[/db]")
+    options = _options(base, userinfo, db, query)
+    if options.pop("connection_class", None) is SSLConnection:
+        options["ssl"] = True  # the sentinel pool picks its own SSL connection class
+    for name in _BLOCKING_ONLY:
+        pool_options.pop(name, None)
+    options.update(pool_options)
+    sentinel_options = {
+        key: value
+        for key, value in options.items()
+        if key in ("socket_timeout", "socket_connect_timeout")
+    }
+    sentinel = Sentinel(nodes, sentinel_kwargs={**sentinel_options, "retry": retry})
+    client: redis.Redis = sentinel.master_for(service, retry=retry, **options)
+    return client

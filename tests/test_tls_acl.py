@@ -1,0 +1,221 @@
+"""TLS (``rediss://``, certificates checked), a Redis ACL user limited to one queue,
+payload limits, no pickle, and no credentials in errors or logs."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import gq
+from gq.connection import client_from_url, redact_url
+from gq.redis_queue import RedisQueue
+from tests.cli_support import ADMIN, WORKER, env_for, run
+from tests.topologies import HOST, Node, make_certificates, start_node, start_tls_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The rule docs/deployment.md gives, for queue {emails}; the tests use it as written.
+ACL_COMMANDS = (
+    "+ping +select +time +evalsha +eval +script|load +script|exists "
+    "+blmove +lmove +brpoplpush +del +exists +type "
+    "+hdel +hexists +hget +hincrby +hmget +hset +hsetnx "
+    "+llen +lindex +lpush +rpush +lrange +ltrim +sadd +scard +spop +srem "
+    "+zadd +zcard +zcount +zrange +zrangebyscore +zrem +zscore"
+)
+
+
+def acl_rule(queue: str, password: str) -> list[str]:
+    return ["on", f">{password}", "resetkeys", f"~{queue}*", "resetchannels", "-@all",
+            *ACL_COMMANDS.split()]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, dict[str, Path]]]:
+    root = tmp_path_factory.mktemp("tls")
+    certs = make_certificates(root)
+    node = start_tls_server(root, certs)
+    try:
+        yield node, certs
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    """A dedicated redis-server whose users the tests change (never the shared one)."""
+    node = start_node(tmp_path_factory.mktemp("acl"), [])
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+# --------------------------------------------------------------------------- TLS
+
+
+def test_rediss_with_the_ca_works_and_checks_certificates(
+    tls: tuple[Node, dict[str, Path]],
+) -> None:
+    node, certs = tls
+    url = f"rediss://{HOST}:{node.port}/0?ssl_ca_certs={certs['ca']}"
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    producer = gq.Producer(queue, url=url)
+    try:
+        kwargs = producer._queue.client.connection_pool.connection_kwargs
+        assert kwargs.get("ssl_cert_reqs", "required") == "required"
+        producer.perform(b"over tls")
+        assert producer._queue.counts()["ready"] == 1
+        worker = run(WORKER, "builtins:id", "--queue", queue, "--burst",
+                     env=env_for(url, None), timeout=30)  # fmt: skip
+        assert worker.returncode == 0, worker.stderr
+        assert producer._queue.counts()["ready"] == 0
+    finally:
+        producer._queue.delete_queue()
+        producer.close()
+
+
+def test_rediss_without_the_ca_is_refused(tls: tuple[Node, dict[str, Path]]) -> None:
+    node, _ = tls
+    client = client_from_url(f"rediss://{HOST}:{node.port}/0", socket_connect_timeout=5)
+    with pytest.raises(redis.ConnectionError, match="(?i)certificate verify failed"):
+        client.ping()
+    client.close()
+    result = run(
+        ADMIN, "stats", "--queue", "q", env=env_for(f"rediss://{HOST}:{node.port}/0", None)
+    )
+    assert result.returncode == 3, result.stderr
+    assert "certificate" in result.stderr
+
+
+# --------------------------------------------------------------------------- ACL
+
+
+def test_an_acl_user_limited_to_the_queue_runs_producer_and_worker(server: Node) -> None:
+    queue = "{" + f"acl-{uuid.uuid4().hex[:6]}" + "}"
+    admin = server.client()
+    admin.execute_command("ACL", "SETUSER", "gq-user", *acl_rule(queue, "s3cret"))
+    url = f"redis://gq-user:s3cret@{HOST}:{server.port}/0"
+    producer = gq.Producer(queue, url=url)
+    try:
+        producer.perform_many([b"a", b"b"])
+        producer.perform_after(0, b"c")
+        stats = run(ADMIN, "stats", "--queue", queue, env=env_for(url, None))
+        assert stats.returncode == 0, stats.stderr
+        worker = run(WORKER, "builtins:id", "--queue", queue, "--burst",
+                     env=env_for(url, None), timeout=30)  # fmt: skip
+        assert worker.returncode == 0, worker.stderr
+        assert RedisQueue(admin, queue).counts() == {
+            "ready": 0,
+            "scheduled": 0,
+            "due": 0,
+            "dead": 0,
+        }
+        # The user cannot touch anything else.
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            producer._queue.client.get("other")
+    finally:
+        producer.close()
+        RedisQueue(admin, queue).delete_queue()
+        admin.close()
+
+
+def test_a_user_without_the_rights_gets_a_clear_error_at_start(server: Node) -> None:
+    admin = server.client()
+    # Right commands, wrong keys; and right keys, no scripts.
+    admin.execute_command("ACL", "SETUSER", "wrong-keys", *acl_rule("{other}", "pw1"))
+    admin.execute_command("ACL", "SETUSER", "no-scripts", "on", ">pw2", "~{emails}*", "+@all",
+                          "-evalsha", "-eval")  # fmt: skip
+    admin.close()
+    for user, password in (("wrong-keys", "pw1"), ("no-scripts", "pw2")):
+        url = f"redis://{user}:{password}@{HOST}:{server.port}/0"
+        producer = gq.Producer("{emails}", url=url)
+        with pytest.raises(redis.exceptions.NoPermissionError, match="(?i)permission"):
+            producer.perform(b"x")
+        producer.close()
+        consumer = gq.Consumer("{emails}", url=url)
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            consumer.run(lambda job: None)
+        result = run(WORKER, "builtins:id", "--queue", "{emails}", env=env_for(url, None))
+        assert result.returncode == 3, result.stderr
+        [line] = [ln for ln in result.stderr.splitlines() if "error:" in ln]
+        assert "permission" in line.lower() and password not in result.stderr
+
+
+# --------------------------------------------------------------------------- payload limit
+
+
+def test_a_message_over_the_limit_is_refused_before_anything_is_written() -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    url = f"fakeredis://{queue}"
+    producer = gq.Producer(queue, url=url, max_message_bytes=1000)
+    big = gq.Job(id="big", data=b"x" * 1000)
+    with pytest.raises(gq.MessageTooLargeError) as caught:
+        producer.perform(big)
+    assert (caught.value.job, caught.value.limit) == (big, 1000)
+    assert caught.value.size > 1000
+    with pytest.raises(gq.MessageTooLargeError):
+        producer.perform_after(5, big)
+    with pytest.raises(gq.MessageTooLargeError):
+        producer.perform_many([b"small", big, b"small too"])
+    assert producer._queue.counts() == {"ready": 0, "scheduled": 0, "due": 0, "dead": 0}
+    assert producer.perform(b"x" * 900)
+    assert gq.Producer(queue, url=url, max_message_bytes=None).perform(b"x" * 2_000_000)
+    with pytest.raises(gq.MessageTooLargeError):  # the default: 1 MiB
+        gq.Producer(queue, url=url).perform(b"x" * (1 << 20))
+    for bad in (0, -1, 1.5, True, "10"):
+        with pytest.raises(gq.ConfigurationError, match="max_message_bytes"):
+            gq.Producer(queue, url=url, max_message_bytes=bad)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- hygiene
+
+
+def test_no_pickle_anywhere_in_the_package() -> None:
+    pattern = re.compile(r"\b(c?pickle|marshal|shelve|dill|cloudpickle)\b")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "gq").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("form", ["userinfo", "query", "sentinel", "cluster"])
+def test_a_wrong_password_never_shows_in_errors_or_logs(
+    server: Node, form: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "Wr0ng-Pa55w0rd"
+    port = server.port
+    url = {
+        "userinfo": f"redis://default:{secret}@{HOST}:{port}/0",
+        "query": f"redis://{HOST}:{port}/0?password={secret}",
+        "sentinel": f"redis+sentinel://:{secret}@{HOST}:{port},{HOST}:1/svc/0",
+        "cluster": f"redis+cluster://:{secret}@{HOST}:{port},{HOST}:1/",
+    }[form]
+    assert secret not in redact_url(url)
+    admin = server.client()
+    admin.config_set("requirepass", "the-real-one")
+    texts: list[str] = []
+    try:
+        with caplog.at_level(logging.DEBUG):
+            try:
+                gq.Producer("{emails}", url=url).perform(b"x")
+            except Exception as exc:  # noqa: BLE001 - any error: its text is what matters
+                texts += [str(exc), repr(exc), str(exc.__cause__), str(exc.__context__)]
+            else:
+                pytest.fail("a wrong password was accepted")
+        result = run(ADMIN, "stats", "--queue", "{emails}", env=env_for(url, None))
+        assert result.returncode in (2, 3), result.stderr
+        texts += [result.stdout, result.stderr, caplog.text]
+    finally:
+        with redis.Redis(HOST, port, password="the-real-one") as again:
+            again.config_set("requirepass", "")
+        admin.close()
+    assert not [text for text in texts if secret in text]
