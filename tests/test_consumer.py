@@ -823,55 +823,24 @@ def test_run_aborts_if_the_poller_cannot_retrieve_jobs_from_redis_after_poller_m
     assert active(direct, keys) == ids(jobs)  # the failed fetch lost nothing
 
 
-def test_run_aborts_if_the_scheduler_cannot_poll_redis_after_scheduler_max_attempts(
+@pytest.mark.parametrize("process", ["Scheduler", "Custodian", "Heartbeat"])
+def test_run_aborts_if_a_maintenance_loop_cannot_poll_redis_after_its_max_attempts(
     backend: Backend,
     consumer: gq.Consumer,
     start: Callable[..., Started],
     direct: redis.Redis,
     keys: QueueKeys,
+    process: str,
 ) -> None:
-    consumer.opts.scheduler_max_attempts = 2
-    consumer.opts.scheduler_max_backoff = 0.1
-    consumer.opts.scheduler_poll_interval = 0.1
+    # The Go suite's three cases "Aborts if the <process> process can't poll Redis after
+    # <Process>MaxAttempts", one parameter each.
+    prefix = process.lower()
+    setattr(consumer.opts, f"{prefix}_max_attempts", 2)
+    setattr(consumer.opts, f"{prefix}_max_backoff", 0.1)
+    setattr(consumer.opts, f"{prefix}_poll_interval", 0.1)
     run = start(lambda job: None)
     wait_registered(direct, keys, consumer)
 
     backend.outage()
 
-    check_aborts(run, "Scheduler", 2, redis.ConnectionError)
-
-
-def test_run_aborts_if_the_custodian_cannot_poll_redis_after_custodian_max_attempts(
-    backend: Backend,
-    consumer: gq.Consumer,
-    start: Callable[..., Started],
-    direct: redis.Redis,
-    keys: QueueKeys,
-) -> None:
-    consumer.opts.custodian_max_attempts = 2
-    consumer.opts.custodian_max_backoff = 0.1
-    consumer.opts.custodian_poll_interval = 0.1
-    run = start(lambda job: None)
-    wait_registered(direct, keys, consumer)
-
-    backend.outage()
-
-    check_aborts(run, "Custodian", 2, redis.ConnectionError)
-
-
-def test_run_aborts_if_the_heartbeat_cannot_poll_redis_after_heartbeat_max_attempts(
-    backend: Backend,
-    consumer: gq.Consumer,
-    start: Callable[..., Started],
-    direct: redis.Redis,
-    keys: QueueKeys,
-) -> None:
-    consumer.opts.heartbeat_max_attempts = 2
-    consumer.opts.heartbeat_max_backoff = 0.1
-    consumer.opts.heartbeat_poll_interval = 0.1
-    run = start(lambda job: None)
-    wait_registered(direct, keys, consumer)
-
-    backend.outage()
-
-    check_aborts(run, "Heartbeat", 2, redis.ConnectionError)
+    check_aborts(run, process, 2, redis.ConnectionError)

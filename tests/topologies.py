@@ -158,12 +158,12 @@ def start_cluster(root: Path, masters: int = 3) -> Cluster:
 
 
 def _cluster_ok(cluster: Cluster, masters: int) -> bool:
+    if not _all_ok(cluster):
+        return False
     for node in cluster.nodes:
         if node in cluster.killed:
             continue
         with node.client() as client:
-            if not _state_ok(client):
-                return False
             replication = client.info("replication")
             if replication["role"] == "slave" and replication.get("master_link_status") != "up":
                 return False
