@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         KillJobError,
         MaxBackoffExceededError,
         MessageTooLargeError,
+        QueueFullError,
         RetryJobError,
         ShutdownTimeoutError,
     )
@@ -39,6 +40,7 @@ __all__ = [
     "MaxBackoffExceededError",
     "MessageTooLargeError",
     "Producer",
+    "QueueFullError",
     "RetryJobError",
     "ShutdownTimeoutError",
 ]

@@ -18,7 +18,7 @@ from gq import job as jobs
 from gq._config import check_queue_name, resolve_client
 from gq.errors import ConfigurationError, GQError, ShutdownTimeoutError
 from gq.job import MessageDecodeError
-from gq.loops import Loop
+from gq.loops import Loop, ThreadHeartbeat
 from gq.options import ConsumerOptions
 from gq.processor import Handler, Processor, Stats
 from gq.redis_queue import MAX_BATCH, RedisQueue
@@ -71,6 +71,9 @@ class Consumer:
         self._poller_waiting = False
         self._more_ready = False  # the last fetch was full: jobs are probably waiting
         self._skew_warned = False
+        self._fetch_unsure = False  # a fetch failed: its reply (and jobs) may be lost
+        self._thread_heartbeat: ThreadHeartbeat | None = None
+        self._ticker: gevent.Greenlet | None = None
 
     # -- public API ---------------------------------------------------------------------
 
@@ -135,6 +138,8 @@ class Consumer:
             opts.processor_concurrency,
             opts.poller_buffer_size,
         )
+        self._check_eviction_policy()
+        self._start_thread_heartbeat()
         processor = self._processor = Processor(
             self._queue, self.id, opts, handler, self._abort, self.context
         )
@@ -153,11 +158,15 @@ class Consumer:
         }
         greenlets = {name: self._spawn(name, loop.run) for name, loop in loops.items()}
         greenlets["Acker"] = self._spawn("Acker", processor.acker.run)
+        if self._ticker is not None:
+            greenlets["Ticker"] = self._ticker
         self._stop_requested.wait()
         try:
             if self._fatal is None:
                 self._shutdown(processor, loops, greenlets)
         finally:
+            if self._thread_heartbeat is not None:
+                self._thread_heartbeat.stop()
             # Whatever is still alive here is abandoned: no more Redis calls. Jobs of
             # killed handlers stay in flight for another consumer's custodian.
             gevent.killall([*greenlets.values(), *processor.workers], timeout=5)
@@ -192,6 +201,8 @@ class Consumer:
         self._wait_for(gevent.spawn(processor.acker.flush))
         if self._fatal is not None:
             return
+        if self._thread_heartbeat is not None:
+            self._thread_heartbeat.stop()  # before the deregister it could undo
         for name in ("Heartbeat", "Scheduler", "Custodian"):
             loops[name].stopping.set()
         for name in ("Heartbeat", "Scheduler", "Custodian"):
@@ -207,6 +218,38 @@ class Consumer:
         if self._force.is_set() and self._fatal is None and not greenlet.dead:
             unfinished = self._processor.running if self._processor else 0
             self._fatal = ShutdownTimeoutError(unfinished, None)
+
+    def _check_eviction_policy(self) -> None:
+        try:
+            policy = self._queue.eviction_policy()
+        except redis.RedisError as exc:  # CONFIG refused (ACL) or unknown: not ours to judge
+            log.debug("%s: could not read maxmemory-policy: %s", self.context, exc)
+            return
+        if policy is not None and policy != "noeviction":
+            log.warning(
+                "%s: Redis evicts keys at maxmemory (maxmemory-policy %s): it can drop "
+                "jobs; set maxmemory-policy noeviction",
+                self.context,
+                policy,
+            )
+
+    def _start_thread_heartbeat(self) -> None:
+        self._thread_heartbeat = self._ticker = None
+        twin = self._queue.for_thread()
+        if twin is None:  # cluster, Sentinel, fakeredis: the greenlet heartbeat only
+            return
+        beat = ThreadHeartbeat(
+            lambda: twin.register(self.id), self.opts.heartbeat_poll_interval, self.context
+        )
+        self._thread_heartbeat = beat
+        beat.start()
+
+        def tick() -> None:  # proves to the thread that the hub runs
+            while True:
+                beat.last = time.monotonic()
+                gevent.sleep(beat.interval / 4)
+
+        self._ticker = self._spawn("Ticker", tick)
 
     def _give_back(self, buffered: list[jobs.Job]) -> None:
         if not buffered:
@@ -261,6 +304,8 @@ class Consumer:
     def poll_step(self) -> bool:
         processor = self._processor
         assert processor is not None, "poll_step needs a running consumer"
+        if self._fetch_unsure:  # first: with the queue empty, no fetch may come for long
+            self._reconcile(processor)
         # Waiting for room in the buffer or for the signal changes nothing in Redis, so a
         # stop may interrupt the poller there (and only there).
         self._poller_waiting = True
@@ -276,6 +321,7 @@ class Consumer:
         # Only the poller adds to the buffer, so its room can only grow until the put.
         count = min(processor.room(), MAX_BATCH)
         self._more_ready = False
+        self._fetch_unsure = True  # until its jobs are buffered or discarded
         fetched = self._queue.fetch(self.id, count)
         self._more_ready = len(fetched) == count
         good: list[jobs.Job] = []
@@ -294,7 +340,19 @@ class Consumer:
             good.append(job)
         processor.put(good)
         self._discard(bad)
+        self._fetch_unsure = False
         return True
+
+    def _reconcile(self, processor: Processor) -> None:
+        """After a failed fetch: give back the jobs Redis says this consumer holds but
+        this process does not (a fetch whose reply was lost). Only the poller fetches,
+        and it is here, so no fetch is in flight; an id acknowledged meanwhile is not
+        in the set any more, and requeue moves only what it still finds there."""
+        stray = self._queue.inflight_ids(self.id) - processor.held
+        if stray:
+            count = self._queue.requeue(self.id, sorted(stray))
+            log.warning("%s: a fetch's reply was lost; gave back %d job(s)", self.context, count)
+        self._fetch_unsure = False
 
     def _discard(self, bad: list[tuple[str, bytes | None, str]]) -> None:
         """Bad data never stalls the consumer nor fails the rest of the batch (the good

@@ -105,3 +105,15 @@ class MessageTooLargeError(ConfigurationError):
             f"job {job.id!r} is {size} bytes encoded, over the producer's limit of "
             f"{limit} bytes (max_message_bytes); store large data elsewhere and enqueue a reference"
         )
+
+
+class QueueFullError(GQError):
+    """Redis refused to store a job: it is at ``maxmemory`` (with ``noeviction``).
+
+    Nothing of the refused call was written; jobs already queued are untouched. ``cause``
+    is Redis's OOM error. Free memory (let workers drain, raise ``maxmemory``) and retry.
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__(f"Redis is out of memory and refused the job(s): {cause}")

@@ -8,8 +8,10 @@ abort, so every loop behaves the same and a test can call a step directly.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable
 
+from gevent import monkey
 from gevent.event import Event
 
 from gq.backoff import backoff
@@ -77,3 +79,56 @@ class Loop:
             failures = 0
             if not again:
                 self.stopping.wait(self.interval())
+
+
+class ThreadHeartbeat:
+    """A second heartbeat on a native OS thread, for when the gevent hub is starved.
+
+    A handler that computes without yielding (CPU-bound code, a C call that holds the
+    process) stops every greenlet, the Heartbeat loop included; after
+    ``heartbeat_poll_interval + custodian_consumer_timeout`` another consumer's custodian
+    would take this consumer for dead and run its jobs again. This thread does not need
+    the hub: Python hands it the GIL every few milliseconds, and it beats (``beat``, on a
+    client of its own) whenever the hub has not run for ``interval`` (a ticker greenlet
+    sets ``last``; a failing Redis is the Heartbeat loop's business, not this thread's).
+    Its failures are only logged: the Heartbeat loop owns the retry and abort policy.
+    """
+
+    def __init__(self, beat: Callable[[], object], interval: float, context: str) -> None:
+        self._beat = beat
+        self.interval = interval
+        self._context = context
+        self._stopped = False
+        self.last = time.monotonic()  # when the hub last ran the ticker
+        self.beats = 0  # beats this thread had to give (the hub was starved)
+
+    def start(self) -> None:
+        start_new_thread = monkey.get_original("_thread", "start_new_thread")
+        start_new_thread(self._run, ())
+
+    def stop(self) -> None:
+        # No join: the thread may be inside a slow Redis call, and joining would block
+        # the hub. One late beat after a deregister leaves an empty registration, which
+        # the custodians drop.
+        self._stopped = True
+
+    def _run(self) -> None:
+        sleep = monkey.get_original("time", "sleep")
+        log = logging.getLogger("gq.heartbeat")
+        while not self._stopped:
+            sleep(self.interval / 4)
+            if self._stopped or time.monotonic() - self.last < self.interval:
+                continue
+            try:
+                self._beat()
+            except Exception as exc:  # the Heartbeat loop reports failures that last
+                log.debug("%s: thread heartbeat failed: %r", self._context, exc)
+                continue
+            self.beats += 1
+            if self.beats == 1:
+                log.warning(
+                    "%s: the gevent hub is blocked (a handler that does not yield?); "
+                    "heartbeating from a native thread so that no custodian recovers "
+                    "this consumer's jobs while they run",
+                    self._context,
+                )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
 import gevent
 from gevent.event import Event
@@ -28,6 +28,36 @@ from gq.redis_queue import RedisQueue
 log = logging.getLogger("gq.processor")
 
 Handler = Callable[[Job], object]
+T = TypeVar("T")
+
+# Re-sending a failed write starts at backoff(1) * RESEND_SCALE (0.05-0.1 s, a cut
+# connection is back at once) and grows with curlyq's formula up to a quarter of the budget.
+RESEND_SCALE = 0.05
+
+
+def persist(write: Callable[[], T], budget: float, context: str, what: str) -> tuple[T, bool]:
+    """Call ``write`` until it succeeds or ``budget`` seconds of trying have passed;
+    return its result and whether it was sent more than once (its first reply lost).
+
+    The budget is ``custodian_consumer_timeout``: for that long after a failure this
+    consumer's jobs are surely still its own (its heartbeat keeps the lease once Redis is
+    back), so re-sending beats aborting. Re-sending is safe: every job write removes the
+    id from this consumer's in-flight set first (SREM) and does nothing if it is gone.
+    """
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        try:
+            return write(), attempt > 0
+        except Exception as exc:
+            attempt += 1
+            left = budget - (time.monotonic() - started)
+            if left <= 0:
+                raise
+            delay = min(RESEND_SCALE * backoff(attempt, budget / 4 / RESEND_SCALE), left)
+            log.warning("%s: could not %s (try %d), again in %.2f s: %r", context, what,
+                        attempt, delay, exc)  # fmt: skip
+            gevent.sleep(delay)
 
 
 @dataclass
@@ -45,10 +75,18 @@ class Acker:
     """Acknowledges finished jobs in batches, one script call in flight at a time."""
 
     def __init__(
-        self, queue: RedisQueue, consumer_id: str, on_fatal: Callable[[GQError], None], context: str
+        self,
+        queue: RedisQueue,
+        consumer_id: str,
+        opts: ConsumerOptions,
+        on_done: Callable[[list[Job]], None],
+        on_fatal: Callable[[GQError], None],
+        context: str,
     ) -> None:
         self._queue = queue
         self._consumer_id = consumer_id
+        self._opts = opts
+        self._on_done = on_done
         self._on_fatal = on_fatal
         self._context = context
         self._pending: list[Job] = []
@@ -70,16 +108,27 @@ class Acker:
             self._wakeup.clear()
             while self._pending:
                 batch, self._pending = self._pending, []
-                try:
-                    acked = self._queue.ack(self._consumer_id, [job.id for job in batch])
-                except Exception as exc:
-                    self._on_fatal(AckJobError(batch[0], exc))
+                if not self._ack(batch):
                     return
-                if not all(acked):
-                    for job, ok in zip(batch, acked):
-                        if not ok:
-                            _warn_not_owned(self._context, job, "acknowledge")
             self._idle.set()
+
+    def _ack(self, batch: list[Job]) -> bool:
+        ids = [job.id for job in batch]
+        try:
+            acked, resent = persist(
+                lambda: self._queue.ack(self._consumer_id, ids),
+                self._opts.custodian_consumer_timeout,
+                self._context,
+                f"acknowledge {len(ids)} job(s)",
+            )
+        except Exception as exc:
+            self._on_fatal(AckJobError(batch[0], exc))
+            return False
+        self._on_done(batch)
+        for job, ok in zip(batch, acked):
+            if not ok:
+                _not_owned(self._context, job, "acknowledge", resent)
+        return True
 
     def flush(self) -> None:
         """Wait until every job added so far has been acknowledged (or the acker died)."""
@@ -121,8 +170,17 @@ class Processor:
         self._room.set()
         self._quiet = Event()  # set when no handler runs
         self._quiet.set()
-        self.acker = Acker(queue, consumer_id, on_fatal, context)
+        # Ids of every job this process holds: buffered, running, or waiting for its ack,
+        # retry or kill to be written. The poller compares it with Redis after a fetch
+        # whose reply was lost (Consumer._reconcile).
+        self.held: set[str] = set()
+        self.acker = Acker(queue, consumer_id, opts, self._release, on_fatal, context)
         self.stats = Stats()
+
+    def _release(self, done: list[Job]) -> None:
+        held = self.held
+        for job in done:
+            held.discard(job.id)
 
     def room(self) -> int:
         """How many more jobs the buffer may take (poller_buffer_size less those held)."""
@@ -136,7 +194,9 @@ class Processor:
     def put(self, jobs_: list[Job]) -> None:
         """Buffer fetched jobs, and start workers for those no idle worker will take."""
         buffer = self.buffer
+        held = self.held
         for job in jobs_:
+            held.add(job.id)
             buffer.put_nowait(job)
         wanted = min(
             buffer.qsize() - self._waiting,
@@ -225,7 +285,12 @@ class Processor:
                 exc_info=exc,
             )
             try:
-                owned = self._queue.retry(self._consumer_id, job.id, message, delay)
+                owned, resent = persist(
+                    lambda: self._queue.retry(self._consumer_id, job.id, message, delay),
+                    self._opts.custodian_consumer_timeout,
+                    self._context,
+                    f"retry job {job.id}",
+                )
             except Exception as error:
                 self._on_fatal(RetryJobError(updated, error))
                 return
@@ -241,13 +306,19 @@ class Processor:
                 exc_info=exc,
             )
             try:
-                owned = self.kill(job.id, message)
+                owned, resent = persist(
+                    lambda: self.kill(job.id, message),
+                    self._opts.custodian_consumer_timeout,
+                    self._context,
+                    f"kill job {job.id}",
+                )
             except Exception as error:
                 self._on_fatal(KillJobError(updated, error))
                 return
             self.stats.killed += 1
+        self.held.discard(job.id)
         if not owned:
-            _warn_not_owned(self._context, job, "retry or kill")
+            _not_owned(self._context, job, "retry or kill", resent)
 
     def kill(self, job_id: str, message: bytes | None) -> bool:
         return self._queue.kill(
@@ -264,7 +335,14 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _warn_not_owned(context: str, job: Job, action: str) -> None:
+def _not_owned(context: str, job: Job, action: str, resent: bool) -> None:
+    if resent:
+        # The first send failed after Redis may have run it: a 0 on the re-send most
+        # likely means that first send went through. A custodian could also have taken
+        # the job in between, but only after this consumer's lease ran out, which the
+        # persist budget is chosen to avoid; so no "may run twice" alarm here.
+        log.debug("%s: %s of job %s was re-sent and found it done", context, action, job.id)
+        return
     # Another consumer's custodian took the job back (this consumer looked dead), so it
     # may have run twice; the new owner's state is left alone.
     log.warning(

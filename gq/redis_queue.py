@@ -7,14 +7,15 @@ builds a key or a Redis command.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import redis
 from redis.commands.core import Script
 
 from gq import scripts, topology
-from gq.errors import ConfigurationError
+from gq.errors import ConfigurationError, QueueFullError
 from gq.keys import QueueKeys
 
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
@@ -22,6 +23,8 @@ from gq.keys import QueueKeys
 MAX_BATCH = 1000
 # How often a consumer on the embedded server (fakeredis) looks for the signal.
 EMBEDDED_POLL = 0.01
+# How often a consumer looks for jobs while Redis refuses the blocking wait (maxmemory).
+OOM_POLL = 0.5
 
 T = TypeVar("T")
 
@@ -32,6 +35,25 @@ def chunks(items: Sequence[T], size: int = MAX_BATCH) -> list[Sequence[T]]:
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+@contextmanager
+def _full_queue_errors() -> Iterator[None]:
+    """Redis's OOM refusal (maxmemory with noeviction) as gq's QueueFullError. Scripts
+    without flags fail at their first memory-growing write, before anything is written."""
+    try:
+        yield
+    except redis.ResponseError as exc:
+        if _out_of_memory(exc):
+            raise QueueFullError(exc) from exc
+        raise
+
+
+def _out_of_memory(exc: redis.ResponseError) -> bool:
+    # redis-py 4.4+ raises OutOfMemoryError (its text without the "OOM" code); older
+    # versions a ResponseError that keeps it.
+    oom = getattr(redis.exceptions, "OutOfMemoryError", ())
+    return isinstance(exc, oom) or str(exc).startswith("OOM")
 
 
 class RedisQueue:
@@ -77,9 +99,10 @@ class RedisQueue:
     def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
         """Store and queue each (id, message) whose id is new; True where stored."""
         batches = [[part for pair in chunk for part in pair] for chunk in chunks(messages)]
-        replies = self._run_batches(
-            "push", [self.keys.data, self.keys.active, self.keys.signal], batches
-        )
+        with _full_queue_errors():
+            replies = self._run_batches(
+                "push", [self.keys.data, self.keys.active, self.keys.signal], batches
+            )
         return [bool(flag) for reply in replies for flag in reply]
 
     def schedule(
@@ -94,7 +117,8 @@ class RedisQueue:
             [mode, *(part for entry in chunk for part in (entry[0], entry[1], repr(entry[2])))]
             for chunk in chunks(entries)
         ]
-        replies = self._run_batches("schedule", [self.keys.data, self.keys.scheduled], batches)
+        with _full_queue_errors():
+            replies = self._run_batches("schedule", [self.keys.data, self.keys.scheduled], batches)
         return [bool(flag) for reply in replies for flag in reply]
 
     # -- consumer: liveness ------------------------------------------------------------
@@ -127,7 +151,15 @@ class RedisQueue:
                     return False
                 time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process
             return True
-        return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None
+        try:
+            return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None
+        except redis.ResponseError as exc:
+            if not _out_of_memory(exc):
+                raise
+            # At maxmemory (noeviction) Redis refuses BLMOVE before it looks at the list,
+            # but fetch still runs (fetch.lua) and is what frees memory: poll instead.
+            time.sleep(min(timeout, OOM_POLL))  # gevent.sleep in a patched process
+            return True
 
     def fetch(self, consumer_id: str, count: int) -> list[tuple[str, bytes | None]]:
         """Take up to ``count`` jobs into this consumer's in-flight set: (id, message or None)."""
@@ -216,6 +248,36 @@ class RedisQueue:
             repr(float(dead_max_age)),
         ]
         return int(self._run("recover", keys, args))
+
+    def inflight_ids(self, consumer_id: str) -> set[str]:
+        """The ids in this consumer's in-flight set (at most buffer + concurrency + one
+        lost fetch, so one SMEMBERS is bounded)."""
+        return {_text(member) for member in self.client.smembers(self.keys.inflight(consumer_id))}
+
+    def eviction_policy(self) -> str | None:
+        """The server's ``maxmemory-policy``, or None where CONFIG is refused or meaningless
+        (an ACL user without CONFIG, a cluster, the embedded server)."""
+        if self.cluster or self._embedded:
+            return None
+        reply = self.client.config_get("maxmemory-policy")
+        value = reply.get("maxmemory-policy") or reply.get(b"maxmemory-policy")
+        return None if value is None else _text(value)
+
+    def for_thread(self) -> RedisQueue | None:
+        """A twin of this queue on a client of its own, for use from a native OS thread;
+        None where the client cannot be cloned (cluster, Sentinel, fakeredis, a custom
+        client). A gevent socket belongs to one thread's hub, so the twin shares nothing."""
+        client = self.client
+        pool: Any = getattr(client, "connection_pool", None)
+        if type(client) is not redis.Redis or type(pool) not in (
+            redis.ConnectionPool,
+            redis.BlockingConnectionPool,
+        ):
+            return None
+        twin = redis.ConnectionPool(
+            connection_class=pool.connection_class, max_connections=1, **pool.connection_kwargs
+        )
+        return RedisQueue(redis.Redis(connection_pool=twin), self.keys.name)
 
     def server_time(self) -> float:
         if self.cluster:  # the clock of the master that holds this queue

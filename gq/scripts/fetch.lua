@@ -1,4 +1,4 @@
--- include: chunk
+-- include: chunk, oom
 -- fetch: take up to n ids from the head of the active list into this consumer's in-flight
 -- set and return them with their messages, in queue order.
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] in-flight set   KEYS[4] data hash
@@ -21,6 +21,7 @@ if #ids > 0 then
   -- rolled back on error, and ids trimmed from the list but never added to the
   -- in-flight set would be lost.
   local messages = hmget_chunked(KEYS[4], ids)
+  pass_at_maxmemory('SREM', KEYS[3])  -- runs at maxmemory too (lib/oom.lua)
   call_chunked('SADD', KEYS[3], ids)
   redis.call('LTRIM', KEYS[2], #ids, -1)
   for i = 1, #ids do
