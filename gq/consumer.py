@@ -72,6 +72,7 @@ class Consumer:
         self._more_ready = False  # the last fetch was full: jobs are probably waiting
         self._skew_warned = False
         self._fetch_unsure = False  # a fetch failed: its reply (and jobs) may be lost
+        self._isolate = False  # a suspect job runs, or waits for this consumer to be idle
         self._thread_heartbeat: ThreadHeartbeat | None = None
         self._ticker: gevent.Greenlet | None = None
 
@@ -310,6 +311,10 @@ class Consumer:
         # stop may interrupt the poller there (and only there).
         self._poller_waiting = True
         try:
+            if self._isolate:
+                # A suspect job (recovered from a crashed consumer) runs alone, or is next
+                # and must: if it crashes this process too, only it is charged a recovery.
+                processor.wait_idle()
             processor.wait_for_room()
             # After a full batch the signal is still there (fetch clears it only when it
             # finds fewer jobs than asked for): skip the wait's round trip and fetch again.
@@ -322,8 +327,10 @@ class Consumer:
         count = min(processor.room(), MAX_BATCH)
         self._more_ready = False
         self._fetch_unsure = True  # until its jobs are buffered or discarded
-        fetched = self._queue.fetch(self.id, count)
-        self._more_ready = len(fetched) == count
+        fetched = self._queue.fetch(self.id, count, idle=processor.idle())
+        self._isolate = fetched.suspect
+        # A batch cut short before a suspect leaves jobs behind it: look again at once.
+        self._more_ready = len(fetched) == count or fetched.suspect
         good: list[jobs.Job] = []
         bad: list[tuple[str, bytes | None, str]] = []
         decode = jobs.decode

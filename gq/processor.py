@@ -223,6 +223,18 @@ class Processor:
             taken.append(self.buffer.get_nowait())
         return taken
 
+    def idle(self) -> bool:
+        """Whether no job is buffered or running."""
+        return not self.running and self.buffer.empty()
+
+    def wait_idle(self) -> None:
+        """Wait until no job is buffered or running (so that a suspect job runs alone)."""
+        while not self.idle():
+            if self.running:
+                self._quiet.wait()
+            else:
+                gevent.sleep(0)  # buffered jobs: let the workers take them
+
     def wait_quiet(self) -> None:
         """Wait until no handler is running."""
         self._quiet.wait()

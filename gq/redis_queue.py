@@ -56,6 +56,14 @@ def _out_of_memory(exc: redis.ResponseError) -> bool:
     return isinstance(exc, oom) or str(exc).startswith("OOM")
 
 
+class Fetched(list):
+    """The (id, message or None) pairs of one fetch, and whether it concerns a suspect job."""
+
+    def __init__(self, pairs: Iterable[tuple[str, bytes | None]], suspect: bool) -> None:
+        super().__init__(pairs)
+        self.suspect = suspect
+
+
 class RedisQueue:
     """The Redis state of queue ``name``, reached through ``client``."""
 
@@ -161,15 +169,23 @@ class RedisQueue:
             time.sleep(min(timeout, OOM_POLL))  # gevent.sleep in a patched process
             return True
 
-    def fetch(self, consumer_id: str, count: int) -> list[tuple[str, bytes | None]]:
-        """Take up to ``count`` jobs into this consumer's in-flight set: (id, message or None)."""
-        inflight = self.keys.inflight(consumer_id)
+    def fetch(self, consumer_id: str, count: int, *, idle: bool = True) -> Fetched:
+        """Take up to ``count`` jobs into this consumer's in-flight set: (id, message or None).
+
+        A job recovered from a crashed consumer (a suspect) comes alone, and only when
+        ``idle`` (this consumer runs nothing); ``Fetched.suspect`` says a suspect is in the
+        batch, or, in an empty batch, that one waits for this consumer to be idle.
+        """
+        k = self.keys
+        inflight = k.inflight(consumer_id)
         reply = self._run(
             "fetch",
-            [self.keys.consumers, self.keys.active, inflight, self.keys.data, self.keys.signal],
-            [inflight, min(count, MAX_BATCH)],
+            [k.consumers, k.active, inflight, k.data, k.signal, k.recovered],
+            [inflight, min(count, MAX_BATCH), "1" if idle else "0"],
         )
-        return [(_text(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
+        suspect = len(reply) % 2 == 1  # a trailing "suspect" marker
+        pairs = len(reply) - 1 if suspect else len(reply)
+        return Fetched(((_text(reply[i]), reply[i + 1]) for i in range(0, pairs, 2)), suspect)
 
     def ack(self, consumer_id: str, ids: Sequence[str]) -> list[bool]:
         """Acknowledge the jobs this consumer owns: True per id acknowledged, False if not owned."""

@@ -89,6 +89,23 @@ def _cases():
         assert q.fetch("c1", 0) == []  # LRANGE 0 -1 would have taken the whole list
         assert q.fetch("c1", 5) == [("a", b"m1"), ("no-message", None)]
 
+    def fetch_suspect(q, c):
+        # A job recovered from a crashed consumer comes alone, and only to an idle consumer.
+        q.push([(i, b"m-" + i.encode()) for i in ("a", "b", "s", "c")])
+        c.hset(q.keys.recovered, "s", 1)
+        q.register("c1")
+        first = q.fetch("c1", 10, idle=False)
+        assert first == [("a", b"m-a"), ("b", b"m-b")] and not first.suspect  # cut before s
+        assert state.signal(c, q.keys.name) == [b"1"]  # jobs are left: the signal stays
+        waiting = q.fetch("c1", 10, idle=False)
+        assert waiting == [] and waiting.suspect
+        assert state.active(c, q.keys.name) == ["s", "c"]  # nothing taken
+        alone = q.fetch("c1", 10, idle=True)
+        assert alone == [("s", b"m-s")] and alone.suspect
+        rest = q.fetch("c1", 10, idle=False)
+        assert rest == [("c", b"m-c")] and not rest.suspect
+        assert state.signal(c, q.keys.name) == []
+
     def fetch_unregistered(q, c):
         with pytest.raises(redis.ResponseError, match="GQNOTREGISTERED"):
             q.fetch("nobody", 1)
@@ -141,6 +158,7 @@ def _cases():
         register,
         deregister,
         fetch,
+        fetch_suspect,
         fetch_unregistered,
         ack,
         retry,
