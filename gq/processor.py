@@ -183,7 +183,7 @@ class Processor:
             held.discard(job.id)
 
     def room(self) -> int:
-        """How many more jobs the buffer may take (poller_buffer_size less those held)."""
+        """How many more jobs the buffer may take (poller_buffer_size less those buffered)."""
         return max(0, self._opts.poller_buffer_size - int(self.buffer.qsize()))
 
     def wait_for_room(self) -> None:
@@ -284,53 +284,41 @@ class Processor:
     def _failed(self, job: Job, exc: BaseException) -> None:
         self.stats.failed += 1
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
+        reason = _describe(exc)
+        write: Callable[[], bool]
+        error_type: Callable[[Job, BaseException], GQError]
         if job.attempt < self._opts.job_max_attempts:
             delay = backoff(job.attempt, self._opts.job_max_backoff)
-            message = jobs.encode(updated, error=_describe(exc), ready_at=time.time() + delay)
-            log.warning(
-                "%s: job %s failed (attempt %d), retrying in %.1f s: %s",
-                self._context,
-                job.id,
-                job.attempt,
-                delay,
-                _describe(exc),
-                exc_info=exc,
-            )
-            try:
-                owned, resent = persist(
-                    lambda: self._queue.retry(self._consumer_id, job.id, message, delay),
-                    self._opts.custodian_consumer_timeout,
-                    self._context,
-                    f"retry job {job.id}",
-                )
-            except Exception as error:
-                self._on_fatal(RetryJobError(updated, error))
-                return
+            message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
+            log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
+                        job.id, job.attempt, delay, reason, exc_info=exc)  # fmt: skip
+
+            def write() -> bool:
+                return self._queue.retry(self._consumer_id, job.id, message, delay)
+
+            action, error_type = "retry", RetryJobError
+        else:
+            message = jobs.encode(updated, error=reason)
+            log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
+                      self._context, job.id, job.attempt, reason, exc_info=exc)  # fmt: skip
+
+            def write() -> bool:
+                return self.kill(job.id, message)
+
+            action, error_type = "kill", KillJobError
+        budget = self._opts.custodian_consumer_timeout
+        try:
+            owned, resent = persist(write, budget, self._context, f"{action} job {job.id}")
+        except Exception as error:
+            self._on_fatal(error_type(updated, error))
+            return
+        if action == "retry":
             self.stats.retried += 1
         else:
-            message = jobs.encode(updated, error=_describe(exc))
-            log.error(
-                "%s: job %s failed (attempt %d), no attempts left, killed: %s",
-                self._context,
-                job.id,
-                job.attempt,
-                _describe(exc),
-                exc_info=exc,
-            )
-            try:
-                owned, resent = persist(
-                    lambda: self.kill(job.id, message),
-                    self._opts.custodian_consumer_timeout,
-                    self._context,
-                    f"kill job {job.id}",
-                )
-            except Exception as error:
-                self._on_fatal(KillJobError(updated, error))
-                return
             self.stats.killed += 1
         self.held.discard(job.id)
         if not owned:
-            _not_owned(self._context, job, "retry or kill", resent)
+            _not_owned(self._context, job, action, resent)
 
     def kill(self, job_id: str, message: bytes | None) -> bool:
         return self._queue.kill(
