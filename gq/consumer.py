@@ -15,13 +15,14 @@ import redis
 from gevent.event import Event
 
 from gq import job as jobs
+from gq import watchdog
 from gq._config import check_queue_name, resolve_client
 from gq.errors import ConfigurationError, GQError, ShutdownTimeoutError
 from gq.job import MessageDecodeError
 from gq.loops import Loop, ThreadHeartbeat
 from gq.options import ConsumerOptions
 from gq.processor import Handler, Processor, Stats
-from gq.redis_queue import MAX_BATCH, RedisQueue
+from gq.redis_queue import DEAD_TRIM_BATCH, MAX_BATCH, RedisQueue
 
 log = logging.getLogger("gq.consumer")
 
@@ -31,6 +32,12 @@ CLOCK_SKEW_WARNING = 5.0
 # Connections of a pool gq builds: the poller's blocking wait, the acker, the three
 # maintenance loops, and room for failing jobs' retries; more callers wait their turn.
 POOL_CONNECTIONS = 16
+# When the grace period ran out (or a second signal came), the acknowledgements of jobs
+# that did finish still get this long to go out, so that they do not run again.
+FINAL_ACKS_SECONDS = 1.0
+# The ticker greenlet's period at most (it proves to the thread heartbeat that the hub
+# runs, and notices when it did not).
+TICK_SECONDS = 1.0
 
 
 class Consumer:
@@ -74,7 +81,7 @@ class Consumer:
         self._fetch_unsure = False  # a fetch failed: its reply (and jobs) may be lost
         self._isolate = False  # a suspect job runs, or waits for this consumer to be idle
         self._thread_heartbeat: ThreadHeartbeat | None = None
-        self._ticker: gevent.Greenlet | None = None
+        self._tidy_cursor = "0"  # where the custodian's walk of the recovered hash is
 
     # -- public API ---------------------------------------------------------------------
 
@@ -140,6 +147,7 @@ class Consumer:
             opts.poller_buffer_size,
         )
         self._check_eviction_policy()
+        watching = watchdog.enable(opts.hub_block_warning)
         self._start_thread_heartbeat()
         processor = self._processor = Processor(
             self._queue, self.id, opts, handler, self._abort, self.context
@@ -159,13 +167,18 @@ class Consumer:
         }
         greenlets = {name: self._spawn(name, loop.run) for name, loop in loops.items()}
         greenlets["Acker"] = self._spawn("Acker", processor.acker.run)
-        if self._ticker is not None:
-            greenlets["Ticker"] = self._ticker
+        greenlets["Ticker"] = self._spawn("Ticker", self._tick)
         self._stop_requested.wait()
         try:
             if self._fatal is None:
                 self._shutdown(processor, loops, greenlets)
+            if self._fatal is not None:
+                # Jobs that finished are acknowledged even now (bounded), so that they
+                # do not run again; the unfinished ones stay in flight for recovery.
+                processor.acker.flush(FINAL_ACKS_SECONDS)
         finally:
+            if watching:
+                watchdog.disable()
             if self._thread_heartbeat is not None:
                 self._thread_heartbeat.stop()
             # Whatever is still alive here is abandoned: no more Redis calls. Jobs of
@@ -190,17 +203,11 @@ class Consumer:
         if self._fatal is not None:
             return
         grace = self.opts.shutdown_grace_period or None  # 0 set on a live opts: wait forever
-        joiner = gevent.spawn(processor.wait_quiet)
-        self._wait_for(joiner, timeout=grace)
-        if self._fatal is not None:
+        deadline = None if grace is None else time.monotonic() + grace
+        if not self._within_grace(gevent.spawn(processor.wait_quiet), deadline, grace):
             return
-        if not joiner.dead:
-            joiner.kill()
-            self._fatal = ShutdownTimeoutError(processor.running, grace)
-            log.error("%s: %s", self.context, self._fatal)
-            return
-        self._wait_for(gevent.spawn(processor.acker.flush))
-        if self._fatal is not None:
+        # The acknowledgements too must go out within the grace period.
+        if not self._within_grace(gevent.spawn(processor.acker.flush), deadline, grace):
             return
         if self._thread_heartbeat is not None:
             self._thread_heartbeat.stop()  # before the deregister it could undo
@@ -212,6 +219,22 @@ class Consumer:
             self._queue.deregister(self.id)
         except redis.RedisError as exc:
             log.warning("%s: could not deregister: %s", self.context, exc)
+
+    def _within_grace(
+        self, greenlet: gevent.Greenlet, deadline: float | None, grace: float | None
+    ) -> bool:
+        """Wait for ``greenlet`` until ``deadline``; whether the stop may go on."""
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        self._wait_for(greenlet, timeout=left)
+        if self._fatal is not None:
+            return False
+        if greenlet.dead:
+            return True
+        greenlet.kill()
+        running = self._processor.running if self._processor else 0
+        self._fatal = ShutdownTimeoutError(running, grace)
+        log.error("%s: %s", self.context, self._fatal)
+        return False
 
     def _wait_for(self, greenlet: gevent.Greenlet, timeout: float | None = None) -> None:
         """Wait for ``greenlet``, but no longer than a fatal error or a forced stop."""
@@ -235,22 +258,57 @@ class Consumer:
             )
 
     def _start_thread_heartbeat(self) -> None:
-        self._thread_heartbeat = self._ticker = None
+        self._thread_heartbeat = None
         twin = self._queue.for_thread()
         if twin is None:  # cluster, Sentinel, fakeredis: the greenlet heartbeat only
             return
+        opts = self.opts
         beat = ThreadHeartbeat(
-            lambda: twin.register(self.id), self.opts.heartbeat_poll_interval, self.context
+            lambda: twin.register(self.id),
+            opts.heartbeat_poll_interval,
+            self.context,
+            give_up_after=opts.custodian_consumer_timeout,
         )
         self._thread_heartbeat = beat
         beat.start()
 
-        def tick() -> None:  # proves to the thread that the hub runs
-            while True:
-                beat.last = time.monotonic()
-                gevent.sleep(beat.interval / 4)
+    def _tick(self) -> None:
+        """Prove to the thread heartbeat that the hub runs, and notice when it did not run
+        for longer than the consumer timeout (C code that held it, a SIGSTOP)."""
+        last = time.monotonic()
+        while True:
+            gevent.sleep(min(TICK_SECONDS, self.opts.heartbeat_poll_interval / 4))
+            now = time.monotonic()
+            if self._thread_heartbeat is not None:
+                self._thread_heartbeat.last = now
+            if now - last > self.opts.custodian_consumer_timeout:
+                self._after_freeze(now - last)
+            last = now
 
-        self._ticker = self._spawn("Ticker", tick)
+    def _after_freeze(self, seconds: float) -> None:
+        """After the hub stood still past the consumer timeout, other consumers may have
+        recovered this one's jobs: register again, and drop the buffered jobs that are no
+        longer in this consumer's in-flight set (they run elsewhere now). Running jobs that
+        were recovered finish here too, but every write for them (ack, retry, kill) finds
+        them gone from the in-flight set and changes nothing."""
+        processor = self._processor
+        try:
+            self._queue.register(self.id)
+            owned = self._queue.inflight_ids(self.id)
+        except (redis.RedisError, GQError) as exc:
+            log.warning("%s: the hub stood still for %.1f s; could not check which jobs this "
+                        "consumer still owns: %s", self.context, seconds, exc)  # fmt: skip
+            return
+        dropped = processor.drop_buffered(lambda job: job.id in owned) if processor else []
+        log.warning(
+            "%s: the hub stood still for %.1f s (blocked, or the process was stopped), "
+            "longer than the consumer timeout: other consumers may have recovered its jobs; "
+            "dropped %d buffered job(s) no longer its own; running jobs no longer its own "
+            "will not be acknowledged",
+            self.context,
+            seconds,
+            len(dropped),
+        )
 
     def _give_back(self, buffered: list[jobs.Job]) -> None:
         if not buffered:
@@ -414,7 +472,20 @@ class Consumer:
                 moved,
                 len(expired),
             )
-        return moved >= opts.custodian_max_jobs
+        return moved >= opts.custodian_max_jobs or self._tidy() >= DEAD_TRIM_BATCH
+
+    def _tidy(self) -> int:
+        """Trim the dead set by age and size on the custodian's timer (not only when a job
+        dies), and walk the recovered hash a step for counts whose job is gone; the number
+        of dead jobs trimmed."""
+        opts = self.opts
+        self._tidy_cursor, trimmed, dropped = self._queue.tidy(
+            self._tidy_cursor, dead_max_jobs=opts.dead_max_jobs, dead_max_age=opts.dead_max_age
+        )
+        if trimmed or dropped:
+            log.info("%s: trimmed %d dead job(s), dropped %d stale recovery count(s)",
+                     self.context, trimmed, dropped)  # fmt: skip
+        return trimmed
 
 
 def _require_monkey_patching() -> None:

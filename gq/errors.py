@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from redis.exceptions import NoPermissionError
+
 if TYPE_CHECKING:
     from gq.job import Job
 
@@ -117,3 +119,23 @@ class QueueFullError(GQError):
     def __init__(self, cause: BaseException) -> None:
         self.cause = cause
         super().__init__(f"Redis is out of memory and refused the job(s): {cause}")
+
+
+class PermissionDeniedError(GQError, NoPermissionError):
+    """Redis refused an operation to this user (ACL): retrying would change nothing.
+
+    Also a ``redis.exceptions.NoPermissionError``, which callers of redis-py catch.
+
+    ``operation`` names what was refused (a command, or the gq script that ran it),
+    ``cause`` is Redis's error, ``process`` the loop that stopped on it (None at start).
+    See the ACL rule in docs/deployment.md.
+    """
+
+    def __init__(self, operation: str, cause: BaseException, process: str | None = None) -> None:
+        self.operation = operation
+        self.cause = cause
+        self.process = process
+        super().__init__(
+            f"Redis refused {operation} to this user (ACL; see the rule in docs/deployment.md): "
+            f"{cause}"
+        )

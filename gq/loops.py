@@ -15,7 +15,7 @@ from gevent import monkey
 from gevent.event import Event
 
 from gq.backoff import backoff
-from gq.errors import MaxBackoffExceededError
+from gq.errors import MaxBackoffExceededError, PermissionDeniedError
 
 Step = Callable[[], bool]
 
@@ -53,6 +53,11 @@ class Loop:
         while not self.stopping.is_set():
             try:
                 again = self.step()
+            except PermissionDeniedError as exc:
+                # Retrying cannot help: stop the consumer and say what was refused.
+                exc.process = self.name
+                self.log.error("%s: %s stopped: %s", self.context, self.name, exc)
+                raise
             except Exception as exc:
                 failures += 1
                 limit = self.max_attempts()
@@ -89,18 +94,28 @@ class ThreadHeartbeat:
     ``heartbeat_poll_interval + custodian_consumer_timeout`` another consumer's custodian
     would take this consumer for dead and run its jobs again. This thread does not need
     the hub: Python hands it the GIL every few milliseconds, and it beats (``beat``, on a
-    client of its own) whenever the hub has not run for ``interval`` (a ticker greenlet
+    client of its own) every ``interval / 4`` while the hub has not run (a ticker greenlet
     sets ``last``; a failing Redis is the Heartbeat loop's business, not this thread's).
     Its failures are only logged: the Heartbeat loop owns the retry and abort policy.
+
+    It gives up once the hub has been blocked for ``give_up_after`` seconds (the consumer
+    timeout): code that holds the hub that long (a C call that cannot be interrupted) also
+    holds every job buffered behind it, so the lease must end and other consumers recover
+    them. A handler that computes in Python past its ``job_timeout`` is interrupted before
+    that (gq.watchdog).
     """
 
-    def __init__(self, beat: Callable[[], object], interval: float, context: str) -> None:
+    def __init__(
+        self, beat: Callable[[], object], interval: float, context: str, give_up_after: float
+    ) -> None:
         self._beat = beat
         self.interval = interval
+        self.give_up_after = give_up_after
         self._context = context
         self._stopped = False
         self.last = time.monotonic()  # when the hub last ran the ticker
         self.beats = 0  # beats this thread had to give (the hub was starved)
+        self._gave_up = False
 
     def start(self) -> None:
         start_new_thread = monkey.get_original("_thread", "start_new_thread")
@@ -117,7 +132,8 @@ class ThreadHeartbeat:
         log = logging.getLogger("gq.heartbeat")
         while not self._stopped:
             sleep(self.interval / 4)
-            if self._stopped or time.monotonic() - self.last < self.interval:
+            blocked = time.monotonic() - self.last
+            if self._stopped or blocked < self.interval / 4 or self._give_up(blocked, log):
                 continue
             try:
                 self._beat()
@@ -125,6 +141,7 @@ class ThreadHeartbeat:
                 log.debug("%s: thread heartbeat failed: %r", self._context, exc)
                 continue
             self.beats += 1
+            self._gave_up = False
             if self.beats == 1:
                 log.warning(
                     "%s: the gevent hub is blocked (a handler that does not yield?); "
@@ -132,3 +149,17 @@ class ThreadHeartbeat:
                     "this consumer's jobs while they run",
                     self._context,
                 )
+
+    def _give_up(self, blocked: float, log: logging.Logger) -> bool:
+        if blocked < self.give_up_after:
+            return False
+        if not self._gave_up:
+            self._gave_up = True
+            log.error(
+                "%s: the gevent hub has been blocked for %.1f s (more than the consumer "
+                "timeout): no more heartbeats, so that other consumers recover this "
+                "consumer's jobs",
+                self._context,
+                blocked,
+            )
+        return True

@@ -42,6 +42,20 @@ _DURATIONS = {
     "custodian_max_backoff",
     "job_timeout",
     "dead_max_age",
+    "hub_block_warning",
+}
+# Durations that pace a loop: zero would make it busy-poll Redis (or spin on a failure).
+_INTERVALS = {
+    "poller_poll_duration",
+    "poller_max_backoff",
+    "heartbeat_poll_interval",
+    "heartbeat_max_backoff",
+    "scheduler_poll_interval",
+    "scheduler_max_backoff",
+    "custodian_poll_interval",
+    "custodian_consumer_timeout",
+    "custodian_max_backoff",
+    "hub_block_warning",
 }
 # Counts that must be at least 1; every other count may be 0.
 _POSITIVE_COUNTS = {
@@ -114,6 +128,9 @@ class ConsumerOptions:
     """Default 10,000, minimum 1 (gq). The dead set keeps at most this many jobs."""
     dead_max_age: float = 180 * DAY
     """Default 180 days (gq). Dead jobs older than this are deleted and their ids freed."""
+    hub_block_warning: float = 1.0
+    """Default 1 s (gq). A hub blocked this long is logged with the blocking stack, and the
+    watchdog that stops a handler spinning past ``job_timeout`` looks this often."""
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -146,6 +163,8 @@ def _seconds(name: str, value: Any, *, optional: bool) -> Any:
         raise ConfigurationError(f"{name} must be seconds (float) or a timedelta, not {value!r}")
     if value < 0:
         raise ConfigurationError(f"{name} must not be negative, got {value!r}")
+    if value == 0 and name in _INTERVALS:
+        raise ConfigurationError(f"{name} must be more than 0 s (0 would busy-poll Redis)")
     if optional and value == 0:
         return None
     return float(value)

@@ -19,11 +19,12 @@ from gevent.event import Event
 from gevent.queue import Queue
 
 from gq import job as jobs
+from gq import watchdog
 from gq.backoff import backoff
 from gq.errors import AckJobError, GQError, JobTimeout, KillJobError, RetryJobError
 from gq.job import Job
 from gq.options import ConsumerOptions
-from gq.redis_queue import RedisQueue
+from gq.redis_queue import RedisQueue, is_refusal
 
 log = logging.getLogger("gq.processor")
 
@@ -43,6 +44,8 @@ def persist(write: Callable[[], T], budget: float, context: str, what: str) -> t
     consumer's jobs are surely still its own (its heartbeat keeps the lease once Redis is
     back), so re-sending beats aborting. Re-sending is safe: every job write removes the
     id from this consumer's in-flight set first (SREM) and does nothing if it is gone.
+    A refusal (wrong key type, no permission) is raised at once: Redis answered, and the
+    same write would get the same answer.
     """
     started = time.monotonic()
     attempt = 0
@@ -50,6 +53,8 @@ def persist(write: Callable[[], T], budget: float, context: str, what: str) -> t
         try:
             return write(), attempt > 0
         except Exception as exc:
+            if is_refusal(exc):
+                raise
             attempt += 1
             left = budget - (time.monotonic() - started)
             if left <= 0:
@@ -130,9 +135,14 @@ class Acker:
                 _not_owned(self._context, job, "acknowledge", resent)
         return True
 
-    def flush(self) -> None:
-        """Wait until every job added so far has been acknowledged (or the acker died)."""
-        self._idle.wait()
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every job added so far has been acknowledged, at most ``timeout``
+        seconds; whether it was (False if the acker died or time ran out)."""
+        return bool(self._idle.wait(timeout))
+
+    def idle(self) -> bool:
+        """Whether no acknowledgement is pending."""
+        return bool(self._idle.is_set())
 
 
 class Processor:
@@ -223,17 +233,32 @@ class Processor:
             taken.append(self.buffer.get_nowait())
         return taken
 
+    def drop_buffered(self, keep: Callable[[Job], bool]) -> list[Job]:
+        """Take out of the buffer the jobs for which ``keep`` is false; they will not run."""
+        kept: list[Job] = []
+        dropped: list[Job] = []
+        for job in self.take_buffered():
+            (kept if keep(job) else dropped).append(job)
+        for job in kept:
+            self.buffer.put_nowait(job)
+        for job in dropped:
+            self.held.discard(job.id)
+        return dropped
+
     def idle(self) -> bool:
-        """Whether no job is buffered or running."""
-        return not self.running and self.buffer.empty()
+        """Whether no job is buffered, running or waiting for its acknowledgement: a crash
+        now would leave nothing of this consumer's in flight."""
+        return not self.running and self.buffer.empty() and self.acker.idle()
 
     def wait_idle(self) -> None:
-        """Wait until no job is buffered or running (so that a suspect job runs alone)."""
+        """Wait until ``idle()`` (so that a suspect job runs alone)."""
         while not self.idle():
             if self.running:
                 self._quiet.wait()
-            else:
+            elif not self.buffer.empty():
                 gevent.sleep(0)  # buffered jobs: let the workers take them
+            else:
+                self.acker.flush()
 
     def wait_quiet(self) -> None:
         """Wait until no handler is running."""
@@ -269,8 +294,7 @@ class Processor:
             # A copy: what the handler does to its Job must not change what is stored.
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
             if timeout:
-                with gevent.Timeout(timeout, JobTimeout(timeout)):
-                    self._handler(copy)
+                self._run_with_timeout(copy, timeout)
             else:
                 self._handler(copy)
         except gevent.GreenletExit:
@@ -280,6 +304,18 @@ class Processor:
         else:
             self.stats.done += 1
             self.acker.add(job)
+
+    def _run_with_timeout(self, job: Job, timeout: float) -> None:
+        # The gevent.Timeout stops a handler that waits; the deadline lets gq.watchdog stop
+        # one that never yields. Both raise inside execute's try, so either way the
+        # attempt fails like any other.
+        worker = gevent.getcurrent()
+        watchdog.DEADLINES[worker] = (time.monotonic() + timeout, timeout)
+        try:
+            with gevent.Timeout(timeout, JobTimeout(timeout)):
+                self._handler(job)
+        finally:
+            del watchdog.DEADLINES[worker]
 
     def _failed(self, job: Job, exc: BaseException) -> None:
         self.stats.failed += 1

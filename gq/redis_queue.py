@@ -15,12 +15,14 @@ import redis
 from redis.commands.core import Script
 
 from gq import scripts, topology
-from gq.errors import ConfigurationError, QueueFullError
+from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError
 from gq.keys import QueueKeys
 
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
 # batches are split into several calls sent in one pipeline.
 MAX_BATCH = 1000
+# Dead jobs trimmed per script call at most (TRIM_BATCH in scripts/lib/dead.lua).
+DEAD_TRIM_BATCH = 100
 # How often a consumer on the embedded server (fakeredis) looks for the signal.
 EMBEDDED_POLL = 0.01
 # How often a consumer looks for jobs while Redis refuses the blocking wait (maxmemory).
@@ -56,6 +58,53 @@ def _out_of_memory(exc: redis.ResponseError) -> bool:
     return isinstance(exc, oom) or str(exc).startswith("OOM")
 
 
+# Replies that say "not now" rather than "no": a failover in progress, a server loading
+# its data or busy with a script, memory full until workers drain it. redis-py maps some
+# to ResponseError subclasses whose text lacks the code.
+_TRANSIENT_CODES = ("READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "BUSY", "OOM")
+_TRANSIENT_TYPES: tuple[type[BaseException], ...] = tuple(
+    getattr(redis.exceptions, name)
+    for name in (
+        "ReadOnlyError",
+        "TryAgainError",
+        "ClusterDownError",
+        "OutOfMemoryError",
+        "BusyLoadingError",
+    )  # fmt: skip
+    if hasattr(redis.exceptions, name)
+)
+# How Redis says "this user may not": NOPERM for a command; inside a script, Redis 7.0
+# answers a plain ERR with this text instead.
+_DENIED_TEXT = ("NOPERM", "no permissions to", "can't run this command")
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """Whether Redis answered ``exc`` and meant it (wrong type, no permission, a script's
+    error): sending the same command again would get the same answer, unlike a lost reply."""
+    if isinstance(exc, PermissionDeniedError):
+        return True
+    return isinstance(exc, redis.ResponseError) and not (
+        isinstance(exc, _TRANSIENT_TYPES) or str(exc).startswith(_TRANSIENT_CODES)
+    )
+
+
+def _is_denied(exc: BaseException) -> bool:
+    if isinstance(exc, getattr(redis.exceptions, "NoPermissionError", ())):
+        return True
+    return isinstance(exc, redis.ResponseError) and any(t in str(exc) for t in _DENIED_TEXT)
+
+
+@contextmanager
+def _permission_errors(operation: str) -> Iterator[None]:
+    """An ACL refusal as gq's PermissionDeniedError, naming what was refused."""
+    try:
+        yield
+    except redis.ResponseError as exc:
+        if _is_denied(exc):
+            raise PermissionDeniedError(operation, exc) from exc
+        raise
+
+
 class Fetched(list):
     """The (id, message or None) pairs of one fetch, and whether it concerns a suspect job."""
 
@@ -88,7 +137,8 @@ class RedisQueue:
         }
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return self._scripts[name](keys=list(keys), args=list(args))
+        with _permission_errors(f"gq's {name} script"):
+            return self._scripts[name](keys=list(keys), args=list(args))
 
     def _run_batches(self, name: str, keys: Sequence[str], batches: list[list[Any]]) -> list[Any]:
         """Run one script call per batch: a single call directly, several in one pipeline.
@@ -100,7 +150,8 @@ class RedisQueue:
         pipe = self.client.pipeline(transaction=False)
         for args in batches:
             self._scripts[name](keys=list(keys), args=args, client=pipe)
-        return list(pipe.execute())
+        with _permission_errors(f"gq's {name} script"):
+            return list(pipe.execute())
 
     # -- producer ---------------------------------------------------------------------
 
@@ -160,7 +211,8 @@ class RedisQueue:
                 time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process
             return True
         try:
-            return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None
+            with _permission_errors("BLMOVE"):
+                return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None
         except redis.ResponseError as exc:
             if not _out_of_memory(exc):
                 raise
@@ -265,10 +317,28 @@ class RedisQueue:
         ]
         return int(self._run("recover", keys, args))
 
+    def tidy(
+        self, cursor: str, *, dead_max_jobs: int, dead_max_age: float, count: int = MAX_BATCH
+    ) -> tuple[str, int, int]:
+        """Trim the dead set by age and size, and drop up to ``count`` recovery counts of
+        jobs that no longer exist, from ``cursor`` on ("0" starts a walk).
+
+        Returns (next cursor, "0" when the walk is complete; dead jobs trimmed; counts dropped).
+        """
+        k = self.keys
+        reply = self._run(
+            "tidy",
+            [k.dead, k.data, k.recovered],
+            [dead_max_jobs, repr(float(dead_max_age)), cursor, count],
+        )
+        return _text(reply[0]), int(reply[1]), int(reply[2])
+
     def inflight_ids(self, consumer_id: str) -> set[str]:
         """The ids in this consumer's in-flight set (at most buffer + concurrency + one
         lost fetch, so one SMEMBERS is bounded)."""
-        return {_text(member) for member in self.client.smembers(self.keys.inflight(consumer_id))}
+        with _permission_errors("SMEMBERS"):
+            members = self.client.smembers(self.keys.inflight(consumer_id))
+        return {_text(member) for member in members}
 
     def eviction_policy(self) -> str | None:
         """The server's ``maxmemory-policy``, or None where CONFIG is refused or meaningless

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import gevent
 import pytest
 
+import gq
 from tests.helpers import (
     Backend,
     FakeBackend,
@@ -134,3 +135,23 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         yield chosen
     finally:
         chosen.close()
+
+
+@pytest.fixture
+def start(backend: Backend) -> Iterator[Any]:
+    """Start a consumer in a greenlet; stop it (and check it stopped cleanly) at teardown."""
+    running: list[Any] = []
+
+    def start_consumer(handler: Any, **options: Any) -> Any:
+        options.setdefault("poller_poll_duration", 1)
+        consumer = gq.Consumer(backend.queue, client=backend.client(), **options)
+        consumer.opts.poller_poll_duration = 0.2
+        greenlet = gevent.spawn(consumer.run, handler)
+        running.append((consumer, greenlet))
+        return consumer, greenlet
+
+    yield start_consumer
+    for consumer, greenlet in running:
+        consumer.stop()
+        greenlet.join(timeout=10)
+        assert greenlet.dead

@@ -185,6 +185,7 @@ def test_new_consumer_applies_the_correct_default_options(backend: Backend) -> N
         "job_timeout": None,
         "dead_max_jobs": 10_000,
         "dead_max_age": 180 * 24 * hour,
+        "hub_block_warning": 1.0,
     }
 
 

@@ -16,27 +16,6 @@ from gq.redis_queue import RedisQueue
 from tests import queue_state as state
 from tests.helpers import wait_until
 
-
-@pytest.fixture
-def start(backend):
-    """Start a consumer in a greenlet; stop it (and check it stopped cleanly) at teardown."""
-    running = []
-
-    def start_consumer(handler, **options):
-        options.setdefault("poller_poll_duration", 1)
-        consumer = gq.Consumer(backend.queue, client=backend.client(), **options)
-        consumer.opts.poller_poll_duration = 0.2
-        greenlet = gevent.spawn(consumer.run, handler)
-        running.append((consumer, greenlet))
-        return consumer, greenlet
-
-    yield start_consumer
-    for consumer, greenlet in running:
-        consumer.stop()
-        greenlet.join(timeout=10)
-        assert greenlet.dead
-
-
 # -- bad data ------------------------------------------------------------------------------
 
 

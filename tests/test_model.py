@@ -1,8 +1,10 @@
 """A Hypothesis state machine over RedisQueue against a real Redis (issue #5).
 
 Random sequences of push, schedule, register, fetch, ack, retry, kill, enqueue_due,
-requeue, consumer crashes (the registration made old, another consumer recovers) and
-SCRIPT FLUSH, checked after every step against a model of where each job must be:
+requeue, consumer crashes (the registration made old, another consumer recovers),
+SCRIPT FLUSH and any of those with one of the queue's keys of the wrong type (the script
+must refuse before its first write), checked after every step against a model of where
+each job must be:
 ready, scheduled, one consumer's in-flight set, dead, or acknowledged and gone. Its
 message exists exactly when it is not gone, and its attempt never decreases.
 """
@@ -25,7 +27,12 @@ from tests.helpers import NO_RETRY, RedisServer, delete_keys
 IDS = st.sampled_from([f"id{i}" for i in range(8)])
 CONSUMERS = st.sampled_from(["c0", "c1", "c2"])
 MAX_RECOVERIES = 2
+SUSPECT = 2  # recoveries in a row that make a job a suspect (scripts/lib/recovery.lua)
 GONE = "gone"
+WRONG_TYPE_TARGETS = ["active", "scheduled", "dead", "data", "recovered", "inflight:c0",
+                      "inflight:c1"]  # fmt: skip
+OPERATIONS = ["push", "schedule", "enqueue_due", "fetch", "ack", "retry", "kill", "requeue",
+              "crash_and_recover"]  # fmt: skip
 
 
 class QueueMachine(RuleBasedStateMachine):
@@ -91,12 +98,12 @@ class QueueMachine(RuleBasedStateMachine):
                 self.queue.fetch(consumer, count)
             return
         # Queue order is Redis's; what a fetch may take follows the suspect rule: a job
-        # with a recovery count comes alone (RedisQueue.fetch defaults to an idle
-        # consumer), and a batch stops short before one.
+        # recovered SUSPECT times in a row comes alone (RedisQueue.fetch defaults to an
+        # idle consumer), and a batch stops short before one.
         order = [x.decode() for x in self.queue.client.lrange(self.queue.keys.active, 0, -1)]
         assert sorted(order) == sorted(i for i, p in self.place.items() if p == "active")
         head = order[:count]
-        suspects = [i for i, job_id in enumerate(head) if self.recovered.get(job_id)]
+        suspects = [i for i, job_id in enumerate(head) if self.recovered.get(job_id, 0) >= SUSPECT]
         if suspects:
             head = head[:1] if suspects[0] == 0 else head[: suspects[0]]
         fetched = self.queue.fetch(consumer, count)
@@ -159,8 +166,10 @@ class QueueMachine(RuleBasedStateMachine):
         held = [i for i in self.place if self._owned(dead, i)]
         assert moved == len(held)
         for job_id in held:
-            self.recovered[job_id] = self.recovered.get(job_id, 0) + 1
-            over = self.recovered[job_id] > MAX_RECOVERIES
+            before = self.recovered.get(job_id, 0)
+            self.recovered[job_id] = before + 1
+            # Dead only from a crash it was a suspect in (it ran alone): never a neighbour.
+            over = self.recovered[job_id] > MAX_RECOVERIES and before >= SUSPECT
             self.place[job_id] = "dead" if over else "active"
             if over:
                 self.recovered.pop(job_id)
@@ -169,6 +178,40 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     def script_flush(self) -> None:
         self.client.script_flush()
+
+    @rule(wrong=st.sampled_from(WRONG_TYPE_TARGETS), operation=st.sampled_from(OPERATIONS),
+          job_id=IDS, consumer=CONSUMERS, other=CONSUMERS)  # fmt: skip
+    def with_a_key_of_the_wrong_type(
+        self, wrong: str, operation: str, job_id: str, consumer: str, other: str
+    ) -> None:
+        """One operation while one of the queue's keys holds a string: it either does not
+        touch that key (and the model follows it as usual) or is refused before its first
+        write, which the invariant checks once the key is back."""
+        key, saved = f"{self.name}:{wrong}", f"{self.name}:saved"
+        had = self.client.exists(key)
+        if had:
+            self.client.rename(key, saved)
+        self.client.set(key, "a string where gq keeps something else")
+        calls = {
+            "push": lambda: self.push(job_id),
+            "schedule": lambda: self.schedule(job_id, 100.0),
+            "enqueue_due": self.enqueue_due,
+            "fetch": lambda: self.fetch(consumer, 2),
+            "ack": lambda: self.ack(consumer, job_id),
+            "retry": lambda: self.retry(consumer, job_id, 100.0),
+            "kill": lambda: self.kill(consumer, job_id),
+            "requeue": lambda: self.requeue(consumer, [job_id]),
+            "crash_and_recover": lambda: self.crash_and_recover(consumer, other),
+        }
+        try:
+            calls[operation]()
+        except redis.ResponseError as exc:
+            assert "WRONGTYPE" in str(exc), exc  # gq's GQWRONGTYPE or Redis's own
+        finally:
+            if had:
+                self.client.rename(saved, key)
+            else:
+                self.client.delete(key)
 
     @invariant()
     def every_job_is_in_exactly_one_place(self) -> None:

@@ -90,10 +90,13 @@ def _cases():
         assert q.fetch("c1", 5) == [("a", b"m1"), ("no-message", None)]
 
     def fetch_suspect(q, c):
-        # A job recovered from a crashed consumer comes alone, and only to an idle consumer.
-        q.push([(i, b"m-" + i.encode()) for i in ("a", "b", "s", "c")])
-        c.hset(q.keys.recovered, "s", 1)
+        # A job recovered twice in a row comes alone, and only to an idle consumer; a job
+        # recovered once ("o") is fetched like any other.
+        q.push([(i, b"m-" + i.encode()) for i in ("o", "a", "b", "s", "c")])
+        c.hset(q.keys.recovered, mapping={"o": 1, "s": 2})
         q.register("c1")
+        once = q.fetch("c1", 1, idle=False)
+        assert once == [("o", b"m-o")] and not once.suspect
         first = q.fetch("c1", 10, idle=False)
         assert first == [("a", b"m-a"), ("b", b"m-b")] and not first.suspect  # cut before s
         assert state.signal(c, q.keys.name) == [b"1"]  # jobs are left: the signal stays

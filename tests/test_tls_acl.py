@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ACL_COMMANDS = (
     "+ping +select +time +evalsha +eval +script|load +script|exists "
     "+blmove +lmove +brpoplpush +del +exists +type "
-    "+hdel +hexists +hget +hincrby +hmget +hset +hsetnx "
-    "+llen +lindex +lpush +rpush +lrange +ltrim +sadd +scard +spop +srem "
+    "+hdel +hexists +hget +hincrby +hmget +hscan +hset +hsetnx "
+    "+llen +lindex +lpush +rpush +lrange +ltrim +sadd +scard +smembers +spop +srem "
     "+zadd +zcard +zcount +zrange +zrangebyscore +zrem +zscore"
 )
 

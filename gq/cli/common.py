@@ -14,7 +14,7 @@ import redis
 from gq.cli import ENV_QUEUE, ENV_URL, EXIT_UNREACHABLE, EXIT_USAGE
 from gq.cli.logs import scrub, url_secrets
 from gq.connection import DEFAULT_URL, client_from_url, redact_url
-from gq.errors import ConfigurationError
+from gq.errors import ConfigurationError, PermissionDeniedError
 from gq.redis_queue import RedisQueue
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -124,8 +124,8 @@ def is_refusal(exc: BaseException) -> bool:
     """Whether ``exc`` means Redis could not be reached or refused the credentials."""
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
         return True
-    if isinstance(exc, redis.exceptions.NoPermissionError):  # its text lacks "NOPERM"
-        return True
+    if isinstance(exc, (redis.exceptions.NoPermissionError, PermissionDeniedError)):
+        return True  # the former's text lacks "NOPERM"
     return isinstance(exc, redis.ResponseError) and any(
         marker.lower() in str(exc).lower() for marker in _REFUSALS
     )

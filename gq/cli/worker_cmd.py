@@ -108,6 +108,11 @@ def _run(args: argparse.Namespace) -> int:
     watchers = _start_watchers(args, consumer, rq)
     try:
         consumer.consume(handler)
+    except gq.PermissionDeniedError as exc:
+        if exc.process is None:  # refused at start (the registration): as unreachable
+            raise CliError(EXIT_UNREACHABLE, str(exc)) from None
+        log.error("%s: stopped on a fatal error: %s", consumer.context, exc)
+        return EXIT_FATAL
     except Exception as exc:
         expected = isinstance(exc, (gq.GQError, redis.RedisError))
         log.error("%s: stopped on a fatal error: %s", consumer.context, exc, exc_info=not expected)

@@ -1,8 +1,10 @@
+-- include: types
 -- ack: for each id this consumer owns, remove it from its in-flight set and delete its
 -- message and its recovery count.
 -- KEYS[1] in-flight set   KEYS[2] data hash   KEYS[3] recovered hash
 -- ARGV    id1, id2, ...  (at most 1000 per call)
 -- Returns an array with one integer per id, in order: 1 acknowledged, 0 not owned.
+check_types({KEYS[1], 'set', KEYS[2], 'hash', KEYS[3], 'hash'})
 local results = {}
 local owned = {}
 for i = 1, #ARGV do

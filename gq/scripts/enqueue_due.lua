@@ -1,9 +1,10 @@
--- include: time, chunk, oom
+-- include: time, chunk, oom, types
 -- enqueue due: move up to n ids whose time has come (by the server's TIME) from the
 -- scheduled set to the tail of the active list, oldest first; raise the signal if any moved.
 -- KEYS[1] scheduled sorted set   KEYS[2] active list   KEYS[3] signal list
 -- ARGV[1] n, the most ids to move (scheduler_max_jobs)
 -- Returns the number of ids moved.
+check_types({KEYS[1], 'zset', KEYS[2], 'list'})
 pass_at_maxmemory('ZREM', KEYS[1])  -- runs at maxmemory too (lib/oom.lua)
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', server_now(), 'LIMIT', 0, tonumber(ARGV[1]))
 if #ids == 0 then return 0 end

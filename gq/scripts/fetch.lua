@@ -1,9 +1,10 @@
--- include: chunk, oom
+-- include: chunk, oom, recovery
 -- fetch: take up to n ids from the head of the active list into this consumer's in-flight
 -- set and return them with their messages, in queue order.
--- A suspect job (one recovered from a crashed consumer, so in the recovered hash) is only
--- ever taken alone, and only by a consumer that runs nothing: if it crashes its worker
--- again, no other job is charged a recovery for it. A batch stops before a suspect.
+-- A suspect job (recovered SUSPECT times in a row or more, lib/recovery.lua) is only ever
+-- taken alone, and only by a consumer that runs nothing: if it crashes its worker again,
+-- no other job is charged a recovery for it. A batch stops before a suspect. A job
+-- recovered once is fetched like any other, so one crash does not slow the queue down.
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] in-flight set   KEYS[4] data hash
 -- KEYS[5] signal list   KEYS[6] recovered hash
 -- ARGV[1] this consumer's in-flight set key   ARGV[2] n (1 to 1000)
@@ -26,7 +27,7 @@ local suspect = false
 if available > 0 and redis.call('EXISTS', KEYS[6]) == 1 then
   local recoveries = hmget_chunked(KEYS[6], ids)
   for i = 1, available do
-    if recoveries[i] then
+    if recoveries[i] and tonumber(recoveries[i]) >= SUSPECT then
       if i > 1 then
         ids = {unpack(ids, 1, i - 1)}
       elseif ARGV[3] == '1' then

@@ -1,10 +1,11 @@
--- include: time, dead
+-- include: time, dead, types
 -- kill: if this consumer owns the job, move it to the dead set (scored now), store its
 -- updated message, then trim the dead set to its bounds.
 -- KEYS[1] in-flight set   KEYS[2] dead sorted set   KEYS[3] data hash   KEYS[4] recovered hash
 -- ARGV[1] id   ARGV[2] updated message, or "" to keep the stored one (undecodable messages)
 -- ARGV[3] dead_max_jobs   ARGV[4] dead_max_age in seconds
 -- Returns 1 if killed, 0 if this consumer does not own the job (nothing changed).
+check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash'})
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 local now = server_now()
 redis.call('ZADD', KEYS[2], now, ARGV[1])

@@ -1,9 +1,10 @@
--- include: chunk
+-- include: chunk, types
 -- push: store each job whose id is new, append it to the active list, raise the signal.
 -- KEYS[1] data hash   KEYS[2] active list   KEYS[3] signal list
 -- ARGV    id1, message1, id2, message2, ...  (the caller sends at most 1000 pairs per call)
 -- Returns an array with one integer per job, in order: 1 stored and queued, 0 the id exists.
 -- Safe to replay: a replayed push finds its ids taken and changes nothing.
+check_types({KEYS[1], 'hash', KEYS[2], 'list'})
 local results = {}
 local queued = {}
 for i = 1, #ARGV, 2 do

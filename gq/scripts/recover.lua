@@ -1,9 +1,12 @@
--- include: time, chunk, dead
+-- include: time, chunk, dead, types, recovery
 -- recover orphans (step 2): for each given consumer that is still expired, oldest first,
 -- move its in-flight ids back to the active list, at most max_jobs in all, counting each
--- recovery in the recovered hash; a job recovered more than max_recoveries times in a row
--- goes to the dead set with the reason in its message. A consumer whose set ran empty is
--- dropped from the consumers set. Raises the signal if anything was queued.
+-- recovery in the recovered hash. A job recovered more than max_recoveries times in a row
+-- goes to the dead set with the reason in its message, but only from a crash it was a
+-- suspect in (lib/recovery.lua: it ran alone, so the crash was its own): a job that crashed
+-- among others is queued again, as a suspect, and never charged for a neighbour. A consumer
+-- whose set ran empty is dropped from the consumers set. Raises the signal if anything was
+-- queued.
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] data hash   KEYS[4] dead sorted set
 -- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7..] in-flight sets of expired consumers
 -- ARGV[1] timeout in seconds   ARGV[2] max_jobs   ARGV[3] max_recoveries
@@ -15,16 +18,7 @@ local cutoff = now - tonumber(ARGV[1])
 local max_jobs = tonumber(ARGV[2])
 local max_recoveries = tonumber(ARGV[3])
 
--- A script is not rolled back on error, and ids popped from a set but not yet pushed
--- would be lost: refuse before the first write if a key has the wrong type.
-local function check_type(key, wanted)
-  local t = redis.call('TYPE', key).ok
-  if t ~= 'none' and t ~= wanted then
-    error('GQWRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. wanted)
-  end
-end
-check_type(KEYS[2], 'list'); check_type(KEYS[3], 'hash'); check_type(KEYS[4], 'zset')
-check_type(KEYS[6], 'hash')
+check_types({KEYS[2], 'list', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[6], 'hash'})
 
 local moved, killed = 0, 0
 for k = 7, #KEYS do
@@ -42,7 +36,8 @@ for k = 7, #KEYS do
     for _, id in ipairs(ids) do
       local message = redis.call('HGET', KEYS[3], id)
       if message then
-        if redis.call('HINCRBY', KEYS[6], id, 1) > max_recoveries then
+        local before = tonumber(redis.call('HGET', KEYS[6], id)) or 0
+        if redis.call('HINCRBY', KEYS[6], id, 1) > max_recoveries and before >= SUSPECT then
           redis.call('ZADD', KEYS[4], now, id)
           redis.call('HSET', KEYS[3], id, with_error(message,
             'recovered ' .. max_recoveries .. ' times from crashed consumers; last from ' .. key))

@@ -1,9 +1,10 @@
--- include: chunk
+-- include: chunk, types
 -- requeue own: put the given ids that this consumer still owns back at the head of the
 -- active list, keeping their order, and raise the signal (fetched jobs that never started).
 -- KEYS[1] in-flight set   KEYS[2] active list   KEYS[3] signal list
 -- ARGV    id1, id2, ... in queue order (at most 1000 per call)
 -- Returns the number of ids put back.
+check_types({KEYS[1], 'set', KEYS[2], 'list'})
 local owned = {}
 for i = #ARGV, 1, -1 do
   if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then owned[#owned + 1] = ARGV[i] end

@@ -1,4 +1,4 @@
--- include: chunk
+-- include: chunk, types
 -- retry dead (operator): move each given id that is in the dead set to the tail of the
 -- active list, optionally with a new message (attempts reset), and raise the signal.
 -- A dead id whose message is missing has nothing to run: it is dropped from the dead set.
@@ -6,6 +6,7 @@
 -- ARGV    id1, message1, id2, message2, ...  ("" keeps the stored message; at most 1000 pairs)
 -- Returns an array with one integer per id, in order: 1 queued, 0 not in the dead set or
 -- without a message.
+check_types({KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'list'})
 local results = {}
 local queued = {}
 for i = 1, #ARGV, 2 do

@@ -1,9 +1,10 @@
--- include: time
+-- include: time, types
 -- schedule: store each job whose id is new and add it to the scheduled set at its time.
 -- KEYS[1] data hash   KEYS[2] scheduled sorted set
 -- ARGV[1] "at" (times are unix seconds) or "after" (times are delays added to the server's TIME)
 -- ARGV    then id1, message1, time1, id2, message2, time2, ...  (at most 1000 triples)
 -- Returns an array with one integer per job, in order: 1 stored and scheduled, 0 the id exists.
+check_types({KEYS[1], 'hash', KEYS[2], 'zset'})
 local offset = 0
 if ARGV[1] == 'after' then offset = server_now() end
 local results = {}

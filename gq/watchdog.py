@@ -1,0 +1,122 @@
+"""Handlers that never yield (SPEC section 6): the blocked-hub report and the watchdog.
+
+gevent's monitor thread (``gevent.config.monitor_thread``) notices a hub that has not
+switched greenlets for ``max_blocking_time`` and names the greenlet that holds it. gq turns
+it on with ``hub_block_warning`` as that time, and subscribes to its ``EventLoopBlocked``:
+
+- it logs the blocked hub with the blocking greenlet's stack (once per episode, through
+  logging, so gq-worker's JSON logs stay JSON), instead of gevent's print to stderr;
+- when the blocking greenlet is a handler past its ``job_timeout`` (the processor keeps
+  its deadline in ``DEADLINES``), it interrupts the main thread with a signal whose
+  handler raises ``JobTimeout`` in that handler: a ``gevent.Timeout`` cannot fire while
+  the hub is held. The attempt then fails as any timed-out attempt does.
+
+C code that holds the main thread without running Python (a long C call) cannot be
+interrupted this way; the thread heartbeat (gq.loops.ThreadHeartbeat) then gives up after
+``custodian_consumer_timeout`` so that the lease ends and the jobs are recovered.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from types import FrameType
+from typing import Any
+
+import gevent
+from gevent import events, monkey
+
+from gq.errors import JobTimeout
+
+log = logging.getLogger("gq.watchdog")
+
+# The signal that carries the interruption. SIGURG's default action is to ignore it, so a
+# late one after gq restored the previous handler does nothing; nothing else in a Python
+# worker uses it.
+INTERRUPT = signal.SIGURG
+
+#: Handler greenlet -> (monotonic deadline, timeout) while it runs a job with a timeout.
+DEADLINES: dict[Any, tuple[float, float]] = {}
+
+
+class _State:
+    users = 0
+    started_monitor = False
+    previous_handler: Any = None
+    main_thread = 0
+    last_blocker: Any = None
+    last_report = 0.0
+
+
+def enable(hub_block_warning: float) -> bool:
+    """Turn on the monitor and the watchdog for one consumer (counted; see ``disable``).
+
+    Returns False where it cannot work: outside the main thread (signals go there).
+    """
+    if _State.users == 0:
+        try:
+            _start()
+        except ValueError as exc:  # signal.signal outside the main thread
+            log.warning("no watchdog for handlers that never yield: %s", exc)
+            return False
+    gevent.config.max_blocking_time = hub_block_warning
+    _State.users += 1
+    return True
+
+
+def disable() -> None:
+    _State.users -= 1
+    if _State.users > 0:
+        return
+    signal.signal(INTERRUPT, _State.previous_handler or signal.SIG_DFL)
+    if _on_blocked in events.subscribers:
+        events.subscribers.remove(_on_blocked)
+    hub = gevent.get_hub()
+    if _State.started_monitor and hub.periodic_monitoring_thread is not None:
+        hub.periodic_monitoring_thread.kill()
+        hub.periodic_monitoring_thread = None
+    _State.started_monitor = False
+
+
+def _start() -> None:
+    _State.previous_handler = signal.signal(INTERRUPT, _interrupt)
+    # The OS thread to interrupt: this one (gevent's patched get_ident names greenlets).
+    _State.main_thread = monkey.get_original("_thread", "get_ident")()
+    gevent.config.print_blocking_reports = False  # reported through logging instead
+    events.subscribers.append(_on_blocked)
+    hub = gevent.get_hub()
+    if hub.periodic_monitoring_thread is None:
+        gevent.config.monitor_thread = True
+        hub.start_periodic_monitoring_thread()
+        _State.started_monitor = True
+
+
+def _on_blocked(event: object) -> None:
+    """In gevent's monitor thread: report, and interrupt a handler past its deadline."""
+    if not isinstance(event, events.EventLoopBlocked):
+        return
+    blocker = event.greenlet
+    _report(blocker, event.blocking_time, event.info)
+    deadline = DEADLINES.get(blocker)
+    if deadline is not None and time.monotonic() >= deadline[0]:
+        signal.pthread_kill(_State.main_thread, INTERRUPT)
+
+
+def _report(blocker: Any, period: float, info: list[str]) -> None:
+    now = time.monotonic()
+    # gevent reports every period while the hub stays blocked: one warning per episode.
+    same_episode = blocker is _State.last_blocker and now - _State.last_report < 2.5 * period
+    _State.last_blocker, _State.last_report = blocker, now
+    if same_episode:
+        return
+    log.warning("the gevent hub has been blocked for over %.2f s by %r (a handler that does "
+                "not yield?); its stack:\n%s", period, blocker, "\n".join(info))  # fmt: skip
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """In the main thread, in whatever greenlet runs now: raise only in a handler that is
+    past its deadline (the signal may arrive after it yielded, or finished)."""
+    deadline = DEADLINES.get(gevent.getcurrent())
+    if deadline is not None and time.monotonic() >= deadline[0]:
+        raise JobTimeout(deadline[1])
