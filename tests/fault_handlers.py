@@ -7,7 +7,10 @@ restart. A job's data says what to do:
 
 - empty or a number: wait that many seconds (simulated I/O), then record;
 - ``poison``: kill the worker process, as an OOM kill or a segfault would;
-- ``busy:N``: compute for N seconds without yielding to the gevent hub, then record.
+- ``busy:N``: compute for N seconds without yielding to the gevent hub, then record;
+- ``spin``: compute forever without yielding (only ``job_timeout`` and the watchdog stop it);
+- ``freeze:N``: hold the hub for N seconds in C code (an unpatched sleep), the first time
+  only (a flag on the recorder), as an uninterruptible C call would; then record.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import uuid
 
 import gevent
 import redis
+from gevent import monkey
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -45,7 +49,13 @@ def record(job: gq.Job) -> None:
     data = job.data.decode()
     if data == "poison":
         os._exit(POISON_EXIT)
-    if data.startswith("busy:"):
+    if data == "spin":
+        while True:
+            pass
+    if data.startswith("freeze:"):
+        if _redis().set(f"{os.environ['GQ_QUEUE']}:test:frozen:{job.id}", 1, nx=True):
+            monkey.get_original("time", "sleep")(float(data[7:]))
+    elif data.startswith("busy:"):
         deadline = time.monotonic() + float(data[5:])
         while time.monotonic() < deadline:  # never yields: the hub is starved meanwhile
             pass

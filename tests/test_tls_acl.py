@@ -8,14 +8,18 @@ import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import gevent
 import pytest
 import redis
 
 import gq
+from gq import job as jobs
 from gq.connection import client_from_url, redact_url
 from gq.redis_queue import RedisQueue
 from tests.cli_support import ADMIN, WORKER, env_for, run
+from tests.helpers import wait_until
 from tests.topologies import HOST, Node, make_certificates, start_node, start_tls_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,6 +149,109 @@ def test_a_user_without_the_rights_gets_a_clear_error_at_start(server: Node) -> 
         assert result.returncode == 3, result.stderr
         [line] = [ln for ln in result.stderr.splitlines() if "error:" in ln]
         assert "permission" in line.lower() and password not in result.stderr
+
+
+def _life_user(server: Node, name: str, queue: str, *without: str) -> str:
+    """An ACL user with the documented rule for ``queue``, less the ``without`` commands."""
+    rule = [part for part in acl_rule(queue, "pw") if part not in without]
+    admin = server.client()
+    admin.execute_command("ACL", "SETUSER", name, "reset", *rule)
+    admin.close()
+    return f"redis://{name}:pw@{HOST}:{server.port}/0"
+
+
+def _fast(consumer: gq.Consumer) -> gq.Consumer:
+    opts = consumer.opts
+    opts.heartbeat_poll_interval, opts.custodian_consumer_timeout = 0.2, 0.3
+    opts.custodian_poll_interval = opts.scheduler_poll_interval = 0.1
+    opts.poller_poll_duration, opts.poller_max_backoff = 0.2, 0.1
+    return consumer
+
+
+def _lose_one_fetch_reply(consumer: gq.Consumer) -> None:
+    """The next fetch that takes jobs runs in Redis, but its reply is lost."""
+    real_fetch = consumer._queue.fetch
+    lost: list[object] = []
+
+    def fetch(*args: Any, **kwargs: Any) -> Any:
+        fetched = real_fetch(*args, **kwargs)
+        if fetched and not lost:
+            lost.append(fetched)
+            raise redis.ConnectionError("the reply was lost")
+        return fetched
+
+    consumer._queue.fetch = fetch  # type: ignore[method-assign]
+
+
+@pytest.mark.timeout(60)
+def test_the_documented_rule_runs_a_whole_consumer_life(server: Node) -> None:
+    """Fetch, a lost fetch reply (SMEMBERS), a retry, a kill, a recovery, the custodian's
+    tidying (HSCAN) and a graceful stop, all as the user of docs/deployment.md's rule."""
+    queue = "{" + f"life-{uuid.uuid4().hex[:6]}" + "}"
+    url = _life_user(server, "gq-life", queue)
+    admin = server.client()
+    keys = RedisQueue(admin, queue).keys
+    producer = gq.Producer(queue, url=url)
+    producer.perform_many(
+        [gq.Job(id=i) for i in ("flaky", "doomed", *(f"ok{i}" for i in range(20)))]
+    )
+    producer.close()
+    # A crashed consumer's job for this one's custodian, and a count whose job is gone.
+    admin.hset(keys.data, "orphan", jobs.encode(gq.Job(id="orphan")))
+    admin.sadd(keys.inflight("ghost"), "orphan")
+    admin.zadd(keys.consumers, {keys.inflight("ghost"): 0})
+    admin.hset(keys.recovered, "gone", 1)
+    done: list[str] = []
+
+    def handler(job: gq.Job) -> None:
+        if job.id == "doomed" or (job.id == "flaky" and job.attempt == 0):
+            raise RuntimeError("fails")
+        done.append(job.id)
+
+    consumer = _fast(gq.Consumer(queue, url=url, job_max_attempts=1, job_max_backoff=0.1))
+    _lose_one_fetch_reply(consumer)
+    runner = gevent.spawn(consumer.run, handler)
+    expected = {"flaky", "orphan", *(f"ok{i}" for i in range(20))}
+    wait_until(lambda: set(done) == expected, 30, message="every job done")
+    wait_until(lambda: RedisQueue(admin, queue).counts()["dead"] == 1, 10)
+    wait_until(lambda: not admin.hexists(keys.recovered, "gone"), 10)
+    consumer.stop()
+    runner.join(10)
+    assert runner.successful(), runner.exception
+    assert sorted(done) == sorted(expected)  # each once: the lost reply's jobs given back
+    assert admin.zrange(keys.dead, 0, -1) == [b"doomed"]
+    assert admin.zcard(keys.consumers) == 0  # deregistered at the stop
+    RedisQueue(admin, queue).delete_queue()
+    admin.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_loop_refused_a_command_stops_the_consumer_naming_it(server: Node) -> None:
+    queue = "{" + f"perm-{uuid.uuid4().hex[:6]}" + "}"
+    url = _life_user(server, "gq-no-smembers", queue, "+smembers")
+    producer = gq.Producer(queue, url=url)
+    producer.perform_many([b"a", b"b"])
+    producer.close()
+    consumer = _fast(gq.Consumer(queue, url=url))
+    _lose_one_fetch_reply(consumer)  # what follows needs SMEMBERS
+    with pytest.raises(gq.PermissionDeniedError) as refused:
+        consumer.run(lambda job: None)
+    assert refused.value.operation == "SMEMBERS" and refused.value.process == "Poller"
+    RedisQueue(server.client(), queue).delete_queue()
+
+
+def test_gq_worker_exits_1_when_refused_while_running_and_3_at_start(server: Node) -> None:
+    queue = "{" + f"perm-{uuid.uuid4().hex[:6]}" + "}"
+    # No HSCAN: the custodian's first pass (tidy) is refused once the worker runs.
+    url = _life_user(server, "gq-no-hscan", queue, "+hscan")
+    result = run(WORKER, "builtins:id", "--queue", queue, env=env_for(url, None), timeout=30)
+    assert result.returncode == 1, result.stderr
+    assert "tidy" in result.stderr and "Custodian" in result.stderr
+    # No ZADD: the registration, before anything runs, is refused.
+    url = _life_user(server, "gq-no-zadd", queue, "+zadd")
+    result = run(WORKER, "builtins:id", "--queue", queue, env=env_for(url, None), timeout=30)
+    assert result.returncode == 3, result.stderr
+    assert "register" in result.stderr and "pw@" not in result.stderr
 
 
 # --------------------------------------------------------------------------- payload limit
