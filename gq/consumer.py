@@ -1,5 +1,6 @@
 """The Consumer: five greenlets (poller, processor, heartbeat, scheduler, custodian) around
-one Redis connection pool, with a graceful stop (SPEC section 5)."""
+one Redis connection pool, the run, the stop order and the signals (SPEC section 5). What
+to fetch and when is gq/poller.py's; running handlers is gq/processor.py's."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import logging
 import signal
 import time
 import uuid
-from collections.abc import Iterable
-from typing import Any, Callable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Callable, Union
 
 import gevent
 import redis
@@ -18,11 +19,11 @@ from gq import job as jobs
 from gq import watchdog
 from gq._config import check_queue_name, resolve_client
 from gq.errors import ConfigurationError, GQError, ShutdownTimeoutError
-from gq.job import MessageDecodeError
 from gq.loops import Loop, ThreadHeartbeat
 from gq.options import ConsumerOptions
+from gq.poller import Poller, Source
 from gq.processor import Handler, Processor, Stats
-from gq.redis_queue import DEAD_TRIM_BATCH, MAX_BATCH, RedisQueue
+from gq.redis_queue import DEAD_TRIM_BATCH, RedisQueue
 
 log = logging.getLogger("gq.consumer")
 
@@ -40,18 +41,27 @@ FINAL_ACKS_SECONDS = 1.0
 TICK_SECONDS = 1.0
 
 
+Queues = Union[str, Sequence[str], Mapping[str, int]]
+
+
 class Consumer:
-    """Runs a handler for every job of queue ``queue``; see SPEC section 2 for ``options``."""
+    """Runs a handler for every job of ``queue``: one name, several in priority order
+    (``["critical", "default"]``), or several with weights (``{"critical": 6,
+    "default": 3}``: each fetch draws a queue by weight). See SPEC section 2 for
+    ``options``."""
 
     def __init__(
         self,
-        queue: str,
+        queue: Queues,
         *,
         url: str | None = None,
         client: redis.Redis | Any | None = None,
         **options: Any,
     ) -> None:
-        self.queue = check_queue_name(queue)
+        weights = _queue_weights(queue)
+        self.queues = list(weights)
+        self.queue = self.queues[0]
+        self._weights = weights if isinstance(queue, Mapping) else None
         unknown = set(options) - set(ConsumerOptions.names())
         if unknown:
             raise ConfigurationError(f"unknown consumer option(s): {', '.join(sorted(unknown))}")
@@ -66,22 +76,20 @@ class Consumer:
             socket_timeout=self.opts.poller_poll_duration + 10.0,
             socket_connect_timeout=10.0,
         )
-        self._queue = RedisQueue(client, self.queue)
+        self._queues = {name: RedisQueue(client, name) for name in self.queues}
+        self._queue = self._queues[self.queue]
         self.inflight_key = self._queue.keys.inflight(self.id)
-        self.context = f"queue={self.queue} consumer={self.id}"
+        self.context = f"queue={','.join(self.queues)} consumer={self.id}"
         self.stats = Stats()
         self._stop_requested = Event()
         self._force = Event()
         self._fatal: BaseException | None = None
         self._running = False
         self._processor: Processor | None = None
-        self._poller_waiting = False
-        self._more_ready = False  # the last fetch was full: jobs are probably waiting
+        self._poller: Poller | None = None
         self._skew_warned = False
-        self._fetch_unsure = False  # a fetch failed: its reply (and jobs) may be lost
-        self._isolate = False  # a suspect job runs, or waits for this consumer to be idle
         self._thread_heartbeat: ThreadHeartbeat | None = None
-        self._tidy_cursor = "0"  # where the custodian's walk of the recovered hash is
+        self._tidy_cursors: dict[str, str] = {}  # where each queue's walk of recovered is
 
     # -- public API ---------------------------------------------------------------------
 
@@ -139,19 +147,16 @@ class Consumer:
 
     def _run(self, handler: Handler) -> None:
         opts = self.opts
-        self._queue.register(self.id)  # before anything else; a failure raises at once
-        log.info(
-            "%s: started (concurrency=%d, buffer=%d)",
-            self.context,
-            opts.processor_concurrency,
-            opts.poller_buffer_size,
-        )
+        self._register()  # before anything else; a failure raises at once
+        log.info("%s: started (concurrency=%d, buffer=%s)", self.context,
+                 opts.processor_concurrency, opts.poller_buffer_size)  # fmt: skip
         self._check_eviction_policy()
         watching = watchdog.enable(opts.hub_block_warning)
         self._start_thread_heartbeat()
         processor = self._processor = Processor(
-            self._queue, self.id, opts, handler, self._abort, self.context
+            self._queues, self.id, opts, handler, self._abort, self.context
         )
+        self._poller = Poller(self._sources(), self.id, opts, processor, self.context)
         self.stats = processor.stats
         loops = {
             "Poller": self._loop("Poller", self.poll_step, lambda: 0.0, "poller"),
@@ -166,7 +171,7 @@ class Consumer:
             ),
         }
         greenlets = {name: self._spawn(name, loop.run) for name, loop in loops.items()}
-        greenlets["Acker"] = self._spawn("Acker", processor.acker.run)
+        greenlets["Acker"] = self._spawn("Acker", processor.run_acker)
         greenlets["Ticker"] = self._spawn("Ticker", self._tick)
         self._stop_requested.wait()
         try:
@@ -175,7 +180,7 @@ class Consumer:
             if self._fatal is not None:
                 # Jobs that finished are acknowledged even now (bounded), so that they
                 # do not run again; the unfinished ones stay in flight for recovery.
-                processor.acker.flush(FINAL_ACKS_SECONDS)
+                processor.flush_acks(FINAL_ACKS_SECONDS)
         finally:
             if watching:
                 watchdog.disable()
@@ -183,7 +188,7 @@ class Consumer:
                 self._thread_heartbeat.stop()
             # Whatever is still alive here is abandoned: no more Redis calls. Jobs of
             # killed handlers stay in flight for another consumer's custodian.
-            gevent.killall([*greenlets.values(), *processor.workers], timeout=5)
+            gevent.killall([*greenlets.values(), *processor.handlers()], timeout=5)
         if self._fatal is not None:
             raise self._fatal
         log.info(
@@ -196,7 +201,7 @@ class Consumer:
         """The stop order: stop fetching, give back the buffer, let handlers finish while
         the heartbeat keeps running, acknowledge, then stop the maintenance loops."""
         loops["Poller"].stopping.set()
-        if self._poller_waiting:
+        if self._poller is not None and self._poller.waiting:
             greenlets["Poller"].kill()  # only ever interrupted while it waits
         self._wait_for(greenlets["Poller"])
         self._give_back(processor.take_buffered())
@@ -207,7 +212,7 @@ class Consumer:
         if not self._within_grace(gevent.spawn(processor.wait_quiet), deadline, grace):
             return
         # The acknowledgements too must go out within the grace period.
-        if not self._within_grace(gevent.spawn(processor.acker.flush), deadline, grace):
+        if not self._within_grace(gevent.spawn(processor.flush_acks), deadline, grace):
             return
         if self._thread_heartbeat is not None:
             self._thread_heartbeat.stop()  # before the deregister it could undo
@@ -216,7 +221,8 @@ class Consumer:
         for name in ("Heartbeat", "Scheduler", "Custodian"):
             self._wait_for(greenlets[name])
         try:
-            self._queue.deregister(self.id)
+            for queue in self._queues.values():
+                queue.deregister(self.id)
         except redis.RedisError as exc:
             log.warning("%s: could not deregister: %s", self.context, exc)
 
@@ -259,12 +265,12 @@ class Consumer:
 
     def _start_thread_heartbeat(self) -> None:
         self._thread_heartbeat = None
-        twin = self._queue.for_thread()
-        if twin is None:  # cluster, Sentinel, fakeredis: the greenlet heartbeat only
+        twins = [queue.for_thread() for queue in self._queues.values()]
+        if None in twins:  # cluster, Sentinel, fakeredis: the greenlet heartbeat only
             return
         opts = self.opts
         beat = ThreadHeartbeat(
-            lambda: twin.register(self.id),
+            lambda: [twin.register(self.id) for twin in twins if twin is not None],
             opts.heartbeat_poll_interval,
             self.context,
             give_up_after=opts.custodian_consumer_timeout,
@@ -293,13 +299,14 @@ class Consumer:
         them gone from the in-flight set and changes nothing."""
         processor = self._processor
         try:
-            self._queue.register(self.id)
-            owned = self._queue.inflight_ids(self.id)
+            self._register()
+            owned = {(n, i) for n, q in self._queues.items() for i in q.inflight_ids(self.id)}
         except (redis.RedisError, GQError) as exc:
             log.warning("%s: the hub stood still for %.1f s; could not check which jobs this "
                         "consumer still owns: %s", self.context, seconds, exc)  # fmt: skip
             return
-        dropped = processor.drop_buffered(lambda job: job.id in owned) if processor else []
+        keep = lambda job: (job.queue, job.id) in owned  # noqa: E731
+        dropped = processor.drop_buffered(keep) if processor else []
         log.warning(
             "%s: the hub stood still for %.1f s (blocked, or the process was stopped), "
             "longer than the consumer timeout: other consumers may have recovered its jobs; "
@@ -314,7 +321,10 @@ class Consumer:
         if not buffered:
             return
         try:
-            count = self._queue.requeue(self.id, [job.id for job in buffered])
+            by_queue: dict[str, list[str]] = {}
+            for job in buffered:
+                by_queue.setdefault(job.queue, []).append(job.id)
+            count = sum(self._queues[name].requeue(self.id, ids) for name, ids in by_queue.items())
         except redis.RedisError as exc:
             # Left in flight: the custodians recover them once this consumer is gone.
             log.warning(
@@ -361,82 +371,19 @@ class Consumer:
     # -- loop steps (one iteration each; True means "a full batch, go again at once") -------
 
     def poll_step(self) -> bool:
-        processor = self._processor
-        assert processor is not None, "poll_step needs a running consumer"
-        if self._fetch_unsure:  # first: with the queue empty, no fetch may come for long
-            self._reconcile(processor)
-        # Waiting for room in the buffer or for the signal changes nothing in Redis, so a
-        # stop may interrupt the poller there (and only there).
-        self._poller_waiting = True
-        try:
-            if self._isolate:
-                # A suspect job (recovered from a crashed consumer) runs alone, or is next
-                # and must: if it crashes this process too, only it is charged a recovery.
-                processor.wait_idle()
-            processor.wait_for_room()
-            # After a full batch the signal is still there (fetch clears it only when it
-            # finds fewer jobs than asked for): skip the wait's round trip and fetch again.
-            if not self._more_ready:
-                if not self._queue.wait_for_signal(self.opts.poller_poll_duration):
-                    return True
-        finally:
-            self._poller_waiting = False
-        # Only the poller adds to the buffer, so its room can only grow until the put.
-        count = min(processor.room(), MAX_BATCH)
-        self._more_ready = False
-        self._fetch_unsure = True  # until its jobs are buffered or discarded
-        fetched = self._queue.fetch(self.id, count, idle=processor.idle())
-        self._isolate = fetched.suspect
-        # A batch cut short before a suspect leaves jobs behind it: look again at once.
-        self._more_ready = len(fetched) == count or fetched.suspect
-        good: list[jobs.Job] = []
-        bad: list[tuple[str, bytes | None, str]] = []
-        decode = jobs.decode
-        for job_id, message in fetched:
-            try:
-                if message is None:
-                    raise MessageDecodeError("its message is missing")
-                job = decode(message)
-                if job.id != job_id:
-                    raise MessageDecodeError(f"its message names another id, {job.id!r}")
-            except MessageDecodeError as exc:
-                bad.append((job_id, message, str(exc)))
-                continue
-            good.append(job)
-        processor.put(good)
-        self._discard(bad)
-        self._fetch_unsure = False
-        return True
+        assert self._poller is not None, "poll_step needs a running consumer"
+        return self._poller.step()
 
-    def _reconcile(self, processor: Processor) -> None:
-        """After a failed fetch: give back the jobs Redis says this consumer holds but
-        this process does not (a fetch whose reply was lost). Only the poller fetches,
-        and it is here, so no fetch is in flight; an id acknowledged meanwhile is not
-        in the set any more, and requeue moves only what it still finds there."""
-        stray = self._queue.inflight_ids(self.id) - processor.held
-        if stray:
-            count = self._queue.requeue(self.id, sorted(stray))
-            log.warning("%s: a fetch's reply was lost; gave back %d job(s)", self.context, count)
-        self._fetch_unsure = False
+    def _sources(self) -> list[Source]:
+        weights = self._weights or {}
+        return [Source(queue, weights.get(name, 1)) for name, queue in self._queues.items()]
 
-    def _discard(self, bad: list[tuple[str, bytes | None, str]]) -> None:
-        """Bad data never stalls the consumer nor fails the rest of the batch (the good
-        jobs are already buffered): undecodable messages go to dead, kept as they are
-        for inspection; an id without a message has nothing to keep and is dropped."""
-        processor = self._processor
-        assert processor is not None
-        for job_id, message, reason in bad:
-            if message is None:
-                self._queue.ack(self.id, [job_id])
-                log.error("%s: dropped job %s: %s", self.context, job_id, reason)
-            else:
-                processor.kill(job_id, None)
-                log.error(
-                    "%s: moved job %s to dead: cannot decode: %s", self.context, job_id, reason
-                )
+    def _register(self) -> float:
+        """Heartbeat on every queue; the server's time."""
+        return min(queue.register(self.id) for queue in self._queues.values())
 
     def heartbeat_step(self) -> bool:
-        server_now = self._queue.register(self.id)
+        server_now = self._register()
         skew = time.time() - server_now
         if abs(skew) > CLOCK_SKEW_WARNING and not self._skew_warned:
             self._skew_warned = True
@@ -449,14 +396,19 @@ class Consumer:
         return False
 
     def scheduler_step(self) -> bool:
-        moved = self._queue.enqueue_due(self.opts.scheduler_max_jobs)
-        return moved >= self.opts.scheduler_max_jobs
+        limit = self.opts.scheduler_max_jobs
+        moved = [queue.enqueue_due(limit) for queue in self._queues.values()]
+        return max(moved) >= limit
 
     def custodian_step(self) -> bool:
+        full = [self._custodian_pass(queue) for queue in self._queues.values()]
+        return any(full)
+
+    def _custodian_pass(self, queue: RedisQueue) -> bool:
         opts = self.opts
         timeout = opts.heartbeat_poll_interval + opts.custodian_consumer_timeout
-        expired = self._queue.expired_consumers(timeout, opts.custodian_max_jobs)
-        moved = self._queue.recover(
+        expired = queue.expired_consumers(timeout, opts.custodian_max_jobs)
+        moved = queue.recover(
             self.id,
             expired,
             timeout=timeout,
@@ -472,20 +424,42 @@ class Consumer:
                 moved,
                 len(expired),
             )
-        return moved >= opts.custodian_max_jobs or self._tidy() >= DEAD_TRIM_BATCH
+        return moved >= opts.custodian_max_jobs or self._tidy(queue) >= DEAD_TRIM_BATCH
 
-    def _tidy(self) -> int:
+    def _tidy(self, queue: RedisQueue) -> int:
         """Trim the dead set by age and size on the custodian's timer (not only when a job
         dies), and walk the recovered hash a step for counts whose job is gone; the number
         of dead jobs trimmed."""
         opts = self.opts
-        self._tidy_cursor, trimmed, dropped = self._queue.tidy(
-            self._tidy_cursor, dead_max_jobs=opts.dead_max_jobs, dead_max_age=opts.dead_max_age
+        cursor = self._tidy_cursors.get(queue.keys.name, "0")
+        cursor, trimmed, dropped = queue.tidy(
+            cursor, dead_max_jobs=opts.dead_max_jobs, dead_max_age=opts.dead_max_age
         )
+        self._tidy_cursors[queue.keys.name] = cursor
         if trimmed or dropped:
             log.info("%s: trimmed %d dead job(s), dropped %d stale recovery count(s)",
                      self.context, trimmed, dropped)  # fmt: skip
         return trimmed
+
+
+def _queue_weights(queue: Queues) -> dict[str, int]:
+    """Queue name -> weight, in the order given; a name alone weighs 1."""
+    if isinstance(queue, str) or not isinstance(queue, (Mapping, Sequence)):
+        return {check_queue_name(queue): 1}
+    given = queue
+    if isinstance(given, Mapping):
+        weights = dict(given)
+    else:
+        weights = dict.fromkeys(given, 1)
+        if len(weights) != len(list(given)):
+            raise ConfigurationError(f"a queue is named twice in {list(given)!r}")
+    if not weights:
+        raise ConfigurationError("no queue: name at least one")
+    for name, weight in weights.items():
+        check_queue_name(name)
+        if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
+            raise ConfigurationError(f"the weight of queue {name!r} must be an int >= 1")
+    return weights
 
 
 def _require_monkey_patching() -> None:

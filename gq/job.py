@@ -40,6 +40,9 @@ class Job:
     id: str = ""
     data: bytes = b""
     attempt: int = 0
+    #: The queue a consumer took the job from (set by the poller; not part of the message,
+    #: and not a field, so that building a Job costs nothing more).
+    queue = ""
 
 
 JobLike = Union[Job, bytes, bytearray, memoryview]

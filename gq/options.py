@@ -57,10 +57,12 @@ _INTERVALS = {
     "custodian_max_backoff",
     "hub_block_warning",
 }
+AUTO = "auto"
 # Counts that must be at least 1; every other count may be 0.
 _POSITIVE_COUNTS = {
     "processor_concurrency",
     "poller_buffer_size",
+    "poller_buffer_max",
     "scheduler_max_jobs",
     "custodian_max_jobs",
     "dead_max_jobs",
@@ -88,8 +90,11 @@ class ConsumerOptions:
     """Default None. How long a stop waits for running handlers; None or 0 waits forever."""
     processor_concurrency: int = 5
     """Default 5, minimum 1. Handlers running at once."""
-    poller_buffer_size: int = 10
-    """Default 10, minimum 1. Jobs fetched ahead and held locally."""
+    poller_buffer_size: int | str = AUTO
+    """Default "auto", minimum 1. Jobs fetched ahead and held locally: "auto" sizes each
+    fetch from the measured rate (SPEC section 5); a number is curlyq's fixed size."""
+    poller_buffer_max: int = 1000
+    """Default 1,000, minimum 1 (gq). The most jobs "auto" holds ahead."""
     poller_poll_duration: float = 5.0
     """Default 5 s, minimum 1 s. How long one blocking wait for new jobs lasts."""
     poller_max_attempts: int | None = 0
@@ -138,6 +143,8 @@ class ConsumerOptions:
             value = getattr(self, name)
             if name in _DURATIONS:
                 value = _seconds(name, value, optional=name in _OPTIONAL)
+            elif name == "poller_buffer_size" and value == AUTO:
+                pass
             else:
                 value = _count(name, value, optional=name in _OPTIONAL)
             setattr(self, name, value)
@@ -174,7 +181,8 @@ def _count(name: str, value: Any, *, optional: bool) -> Any:
     if value is None and optional:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"{name} must be an int, not {value!r}")
+        also = ' or "auto"' if name == "poller_buffer_size" else ""
+        raise ConfigurationError(f"{name} must be an int{also}, not {value!r}")
     low = 1 if name in _POSITIVE_COUNTS else 0
     if value < low:
         raise ConfigurationError(f"{name} must be at least {low}, got {value!r}")

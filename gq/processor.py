@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
@@ -77,18 +78,21 @@ class Stats:
 
 
 class Acker:
-    """Acknowledges finished jobs in batches, one script call in flight at a time."""
+    """Acknowledges finished jobs in batches, one script call in flight at a time (one
+    per queue when the batch holds jobs of several)."""
 
     def __init__(
         self,
-        queue: RedisQueue,
+        queues: Mapping[str, RedisQueue],
         consumer_id: str,
         opts: ConsumerOptions,
         on_done: Callable[[list[Job]], None],
         on_fatal: Callable[[GQError], None],
         context: str,
     ) -> None:
-        self._queue = queue
+        self._queues = queues
+        # The common case, one queue: no grouping of a batch by queue.
+        self._single = next(iter(queues.values())) if len(queues) == 1 else None
         self._consumer_id = consumer_id
         self._opts = opts
         self._on_done = on_done
@@ -118,10 +122,18 @@ class Acker:
             self._idle.set()
 
     def _ack(self, batch: list[Job]) -> bool:
+        if self._single is not None:
+            return self._ack_on(self._single, batch)
+        groups: dict[str, list[Job]] = {}
+        for job in batch:
+            groups.setdefault(job.queue, []).append(job)
+        return all(self._ack_on(self._queues[name], jobs_) for name, jobs_ in groups.items())
+
+    def _ack_on(self, queue: RedisQueue, batch: list[Job]) -> bool:
         ids = [job.id for job in batch]
         try:
             acked, resent = persist(
-                lambda: self._queue.ack(self._consumer_id, ids),
+                lambda: queue.ack(self._consumer_id, ids),
                 self._opts.custodian_consumer_timeout,
                 self._context,
                 f"acknowledge {len(ids)} job(s)",
@@ -159,14 +171,14 @@ class Processor:
 
     def __init__(
         self,
-        queue: RedisQueue,
+        queues: Mapping[str, RedisQueue],
         consumer_id: str,
         opts: ConsumerOptions,
         handler: Handler,
         on_fatal: Callable[[GQError], None],
         context: str,
     ) -> None:
-        self._queue = queue
+        self._queues = queues
         self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
@@ -184,7 +196,7 @@ class Processor:
         # retry or kill to be written. The poller compares it with Redis after a fetch
         # whose reply was lost (Consumer._reconcile).
         self.held: set[str] = set()
-        self.acker = Acker(queue, consumer_id, opts, self._release, on_fatal, context)
+        self.acker = Acker(queues, consumer_id, opts, self._release, on_fatal, context)
         self.stats = Stats()
 
     def _release(self, done: list[Job]) -> None:
@@ -192,14 +204,20 @@ class Processor:
         for job in done:
             held.discard(job.id)
 
-    def room(self) -> int:
-        """How many more jobs the buffer may take (poller_buffer_size less those buffered)."""
-        return max(0, self._opts.poller_buffer_size - int(self.buffer.qsize()))
+    def buffered(self) -> int:
+        """Jobs fetched and not started."""
+        return int(self.buffer.qsize())
 
-    def wait_for_room(self) -> None:
-        while not self.room():
+    def wait_for_room(self, room: Callable[[], int]) -> None:
+        """Wait until ``room()`` (the poller's measure) is positive; it can only grow when
+        a handler takes a job from the buffer."""
+        while not room():
             self._room.clear()
             self._room.wait()
+
+    def stray(self, owned: set[str]) -> set[str]:
+        """Of ``owned`` (a queue's in-flight set), the ids this process does not hold."""
+        return owned - self.held
 
     def put(self, jobs_: list[Job]) -> None:
         """Buffer fetched jobs, and start workers for those no idle worker will take."""
@@ -219,6 +237,14 @@ class Processor:
             self.workers.append(worker)
             worker.start()
 
+    def run_acker(self) -> None:
+        """The acknowledging greenlet's body."""
+        self.acker.run()
+
+    def handlers(self) -> list[gevent.Greenlet]:
+        """The handler greenlets (killed at a forced stop)."""
+        return list(self.workers)
+
     def _worker_died(self, worker: gevent.Greenlet) -> None:
         # execute() catches every handler failure, so this is a bug in gq: stop rather
         # than run on with fewer handlers than processor_concurrency and nobody knowing.
@@ -227,7 +253,7 @@ class Processor:
         self._on_fatal(error)
 
     def take_buffered(self) -> list[Job]:
-        """Empty the buffer (for a graceful stop): its jobs were never started."""
+        """Empty the buffer (to give its jobs back at a stop): they were never started."""
         taken = []
         while not self.buffer.empty():
             taken.append(self.buffer.get_nowait())
@@ -264,6 +290,10 @@ class Processor:
         """Wait until no handler is running."""
         self._quiet.wait()
 
+    def flush_acks(self, timeout: float | None = None) -> bool:
+        """Wait until every finished job is acknowledged, at most ``timeout`` seconds."""
+        return self.acker.flush(timeout)
+
     def _work(self) -> None:
         buffer = self.buffer
         while True:
@@ -293,6 +323,7 @@ class Processor:
         try:
             # A copy: what the handler does to its Job must not change what is stored.
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
+            copy.queue = job.queue
             if timeout:
                 self._run_with_timeout(copy, timeout)
             else:
@@ -321,43 +352,59 @@ class Processor:
         self.stats.failed += 1
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
         reason = _describe(exc)
-        write: Callable[[], bool]
-        error_type: Callable[[Job, BaseException], GQError]
+        queue = self._queues[job.queue]
         if job.attempt < self._opts.job_max_attempts:
             delay = backoff(job.attempt, self._opts.job_max_backoff)
             message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
             log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
                         job.id, job.attempt, delay, reason, exc_info=exc)  # fmt: skip
+            retry = lambda: queue.retry(self._consumer_id, job.id, message, delay)  # noqa: E731
+            if self._settle(updated, "retry", RetryJobError, retry):
+                self.stats.retried += 1
+            return
+        message = jobs.encode(updated, error=reason)
+        log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
+                  self._context, job.id, job.attempt, reason, exc_info=exc)  # fmt: skip
+        if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
+            self.stats.killed += 1
 
-            def write() -> bool:
-                return self._queue.retry(self._consumer_id, job.id, message, delay)
-
-            action, error_type = "retry", RetryJobError
+    def discard(self, job: Job, message: bytes | None, reason: str) -> None:
+        """Bad data (SPEC section 6) never runs and never stalls the consumer: an
+        undecodable message goes to dead as it is, for a human to inspect; an id without
+        a message has nothing to keep and is dropped. ``job`` carries the id and queue."""
+        queue = self._queues[job.queue]
+        if message is None:
+            log.error("%s: dropped job %s: %s", self._context, job.id, reason)
+            self._settle(job, "drop", AckJobError,
+                         lambda: queue.ack(self._consumer_id, [job.id])[0])  # fmt: skip
         else:
-            message = jobs.encode(updated, error=reason)
-            log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
-                      self._context, job.id, job.attempt, reason, exc_info=exc)  # fmt: skip
+            log.error("%s: moved job %s to dead: cannot decode: %s", self._context, job.id,
+                      reason)  # fmt: skip
+            self._settle(job, "kill", KillJobError, lambda: self._kill(queue, job.id, None))
 
-            def write() -> bool:
-                return self.kill(job.id, message)
-
-            action, error_type = "kill", KillJobError
+    def _settle(
+        self,
+        job: Job,
+        action: str,
+        error_type: Callable[[Job, BaseException], GQError],
+        write: Callable[[], bool],
+    ) -> bool:
+        """The one path of a job's outcome other than success: write it (re-sent while
+        the reply may be lost), report a job no longer owned, abort if it cannot be
+        written. Whether it was written."""
         budget = self._opts.custodian_consumer_timeout
         try:
             owned, resent = persist(write, budget, self._context, f"{action} job {job.id}")
         except Exception as error:
-            self._on_fatal(error_type(updated, error))
-            return
-        if action == "retry":
-            self.stats.retried += 1
-        else:
-            self.stats.killed += 1
+            self._on_fatal(error_type(job, error))
+            return False
         self.held.discard(job.id)
         if not owned:
             _not_owned(self._context, job, action, resent)
+        return True
 
-    def kill(self, job_id: str, message: bytes | None) -> bool:
-        return self._queue.kill(
+    def _kill(self, queue: RedisQueue, job_id: str, message: bytes | None) -> bool:
+        return queue.kill(
             self._consumer_id,
             job_id,
             message,

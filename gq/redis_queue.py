@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import redis
 from redis.commands.core import Script
+from redis.crc import key_slot
 
 from gq import scripts, topology
 from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError
@@ -507,3 +508,54 @@ class RedisQueue:
         for key in keys:  # one key per call: a cluster may hold them on different slots
             pipe.delete(key)
         return sum(int(n) for n in pipe.execute())
+
+
+# -- several queues (one consumer, one handler pool; SPEC section 9) ----------------------
+
+
+def signalled(queues: Sequence[RedisQueue]) -> list[bool]:
+    """Whether each queue's signal is raised ("it may have jobs"), read in one round trip
+    (a cluster pipeline when the queues live in several slots)."""
+    pipe = queues[0].client.pipeline(transaction=False)
+    for queue in queues:
+        pipe.exists(queue.keys.signal)
+    return [bool(flag) for flag in pipe.execute()]
+
+
+def wait_for_any_signal(queues: Sequence[RedisQueue], timeout: float) -> int | None:
+    """Block until one of the queues may have jobs (its index) or ``timeout`` passes.
+
+    One BLPOP over every signal list where they share a server slot (a plain Redis, or
+    queues with one hash tag on a Cluster); BLPOP takes the "1", so it is put back at
+    once for the other consumers (BLMOVE, which leaves it, takes one list only). On a
+    Cluster whose queues live in several slots, a short blocking wait on each in turn:
+    a signal is then seen within ``timeout`` at worst.
+    """
+    first = queues[0]
+    keys = [queue.keys.signal for queue in queues]
+    if first._embedded:
+        return _poll_signals(queues, timeout)
+    if first.cluster and len({key_slot(key.encode()) for key in keys}) > 1:
+        share = max(EMBEDDED_POLL * 10, timeout / len(queues))
+        return next((i for i, q in enumerate(queues) if q.wait_for_signal(share)), None)
+    with _permission_errors("BLPOP"):
+        reply = first.client.blpop(keys, timeout)
+    if reply is None:
+        return None
+    key = _text(reply[0])
+    pipe = first.client.pipeline(transaction=False)
+    pipe.lpush(key, "1")
+    pipe.ltrim(key, 0, 0)  # one "1" at most, whatever a writer did meanwhile
+    pipe.execute()
+    return keys.index(key)
+
+
+def _poll_signals(queues: Sequence[RedisQueue], timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        flags = signalled(queues)
+        if any(flags):
+            return flags.index(True)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process

@@ -171,7 +171,7 @@ def test_new_consumer_applies_the_correct_default_options(backend: Backend) -> N
         "heartbeat_max_attempts": 0,
         "heartbeat_max_backoff": 30.0,
         "heartbeat_poll_interval": 60.0,
-        "poller_buffer_size": 10,
+        "poller_buffer_size": "auto",  # gq's default (curlyq's was 10)
         "poller_max_attempts": 0,
         "poller_max_backoff": 30.0,
         "poller_poll_duration": 5.0,
@@ -186,6 +186,7 @@ def test_new_consumer_applies_the_correct_default_options(backend: Backend) -> N
         "dead_max_jobs": 10_000,
         "dead_max_age": 180 * 24 * hour,
         "hub_block_warning": 1.0,
+        "poller_buffer_max": 1000,
     }
 
 

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 import types
+import uuid
 
 import gevent
 import msgpack
@@ -183,7 +184,7 @@ consumer.consume(handle)
 
 @pytest.mark.timeout(120)
 def test_a_job_that_kills_its_worker_again_and_again_ends_in_dead(redis_server, tmp_path):
-    queue = f"poison_{tmp_path.name}"
+    queue = f"poison_{uuid.uuid4().hex[:8]}"
     client = redis_server.client()
     script = tmp_path / "worker.py"
     script.write_text(WORKER)

@@ -81,6 +81,16 @@ def optional_count(text: str) -> int | None:
     return int(text)
 
 
+def count_or_auto(text: str) -> int | str:
+    """argparse type: an integer, or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
+
+
 def unix_time(text: str) -> float:
     """argparse type: unix seconds, or an ISO 8601 date and time (naive means local time)."""
     try:

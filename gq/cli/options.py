@@ -13,7 +13,7 @@ import inspect
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
-from gq.cli.common import duration, optional_count, optional_duration
+from gq.cli.common import count_or_auto, duration, optional_count, optional_duration
 from gq.options import ConsumerOptions
 
 # The short forms users of other queues reach for first.
@@ -49,6 +49,8 @@ def option_flags() -> list[OptionFlag]:
         if "float" in kind:
             parse: Callable[[str], Any] = optional_duration if optional else duration
             metavar = "SECONDS"
+        elif "str" in kind:  # a count or "auto" (poller_buffer_size)
+            parse, metavar = count_or_auto, "N|auto"
         else:
             parse = optional_count if optional else int
             metavar = "N"

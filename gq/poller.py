@@ -1,0 +1,212 @@
+"""The poller: which queue to fetch from, how many jobs, when, and what to do with what
+came back (SPEC sections 5 and 9). One greenlet runs ``Poller.step`` in a loop.
+
+- **When**: when there is room (``Prefetch``), after a signal says a queue may have jobs
+  (or at once after a full batch, whose signal is still there).
+- **How many**: a fixed buffer (curlyq's ``poller_buffer_size``) or "auto": enough to
+  keep the free handlers busy through one fetch round trip, never more than about
+  ``AUTO_HORIZON`` of work at the measured rate, at least 1 and at most
+  ``poller_buffer_max``.
+- **Which queue**: the only one; or, with several, the first that may have jobs (strict
+  priority) or one drawn at random by weight among those (``--queue name:weight``).
+- **What came back**: decoded jobs go to the processor; bad data is discarded through the
+  processor's outcome path; a suspect (a job recovered twice in a row) makes the poller
+  wait until the consumer is idle before it fetches again, so that the suspect runs alone;
+  after a fetch whose reply was lost, the queue's in-flight set is reconciled.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gq import job as jobs
+from gq.job import Job, MessageDecodeError
+from gq.options import AUTO, ConsumerOptions
+from gq.processor import Processor
+from gq.redis_queue import MAX_BATCH, Fetched, RedisQueue, signalled, wait_for_any_signal
+
+log = logging.getLogger("gq.poller")
+
+# "Auto" holds at most this much work ahead (seconds at the measured rate), so that a
+# consumer does not hoard jobs an idle neighbour could run.
+AUTO_HORIZON = 0.1
+# The completion rate is re-measured over windows at least this long, and smoothed.
+RATE_WINDOW = 0.05
+RATE_SMOOTHING = 0.3
+
+
+@dataclass
+class Source:
+    """One queue of the consumer, with what the poller knows of it."""
+
+    queue: RedisQueue
+    weight: int = 1
+    more_ready: bool = True  # jobs are probably waiting (a full batch, or not yet looked)
+    fetch_unsure: bool = False  # a fetch failed: its reply (and jobs) may be lost
+
+    @property
+    def name(self) -> str:
+        return self.queue.keys.name
+
+
+class Prefetch:
+    """How many jobs the consumer may fetch now: ``room()`` (SPEC section 5)."""
+
+    def __init__(self, opts: ConsumerOptions, processor: Processor) -> None:
+        self._opts = opts
+        self._processor = processor
+        self._rate = 0.0  # jobs finished per second, smoothed
+        self._round_trip = 0.0  # seconds per fetch, smoothed
+        self._since = time.monotonic()
+        self._finished = 0
+
+    def room(self) -> int:
+        opts, processor = self._opts, self._processor
+        if opts.poller_buffer_size != AUTO:
+            return max(0, int(opts.poller_buffer_size) - processor.buffered())
+        free = opts.processor_concurrency - processor.running
+        return max(0, free + self.ahead() - processor.buffered())
+
+    def ahead(self) -> int:
+        """Jobs to hold beyond the free handlers: a round trip's worth, twice over."""
+        opts = self._opts
+        horizon = max(1, min(opts.poller_buffer_max, math.ceil(self._rate * AUTO_HORIZON)))
+        return max(1, min(horizon, math.ceil(self._rate * self._round_trip * 2)))
+
+    def measured(self, round_trip: float) -> None:
+        """After a fetch: update the round trip and the completion rate."""
+        self._round_trip = _smooth(self._round_trip, round_trip)
+        now = time.monotonic()
+        elapsed = now - self._since
+        if elapsed >= RATE_WINDOW:
+            stats = self._processor.stats
+            finished = stats.done + stats.failed
+            self._rate = _smooth(self._rate, (finished - self._finished) / elapsed)
+            self._since, self._finished = now, finished
+
+
+def _smooth(old: float, new: float) -> float:
+    return new if old == 0 else old + RATE_SMOOTHING * (new - old)
+
+
+class Poller:
+    """Fetches jobs of ``sources`` for ``processor`` (see the module's docstring)."""
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        consumer_id: str,
+        opts: ConsumerOptions,
+        processor: Processor,
+        context: str,
+    ) -> None:
+        self._sources = list(sources)
+        self._weighted = len({s.weight for s in sources}) > 1
+        self._consumer_id = consumer_id
+        self._opts = opts
+        self._processor = processor
+        self._context = context
+        self.prefetch = Prefetch(opts, processor)
+        self.waiting = False  # in a wait that a stop may interrupt (no Redis write)
+        self._isolate = False  # a suspect runs, or waits for the consumer to be idle
+
+    def step(self) -> bool:
+        """One fetch (or one wait that timed out). Always "go again" for the runner."""
+        for source in self._sources:
+            if source.fetch_unsure:  # first: with the queue empty, no fetch may come soon
+                self._reconcile(source)
+        self.waiting = True
+        try:
+            if self._isolate:
+                self._processor.wait_idle()
+            self._processor.wait_for_room(self.prefetch.room)
+            chosen = self._choose()
+        finally:
+            self.waiting = False
+        if chosen is not None:
+            self._fetch(chosen)
+        return True
+
+    def _choose(self) -> Source | None:
+        """The queue to fetch from, after waiting for a signal if none may have jobs;
+        None when the wait timed out."""
+        if len(self._sources) == 1:
+            only = self._sources[0]
+            if only.more_ready:
+                return only
+            return only if only.queue.wait_for_signal(self._opts.poller_poll_duration) else None
+        candidates = self._candidates()
+        if not candidates:
+            queues = [source.queue for source in self._sources]
+            woken = wait_for_any_signal(queues, self._opts.poller_poll_duration)
+            if woken is None:
+                return None
+            candidates = [self._sources[woken]]
+        if not self._weighted:
+            return candidates[0]
+        return random.choices(candidates, [s.weight for s in candidates])[0]
+
+    def _candidates(self) -> list[Source]:
+        # One round trip reads every queue's signal; a full batch left its signal there.
+        flags = signalled([source.queue for source in self._sources])
+        return [s for s, flag in zip(self._sources, flags) if flag or s.more_ready]
+
+    def _fetch(self, source: Source) -> None:
+        processor = self._processor
+        # Only the poller adds to the buffer, so its room can only grow until the put.
+        count = min(self.prefetch.room(), MAX_BATCH)
+        source.more_ready = False
+        source.fetch_unsure = True  # until its jobs are buffered or discarded
+        started = time.monotonic()
+        fetched = source.queue.fetch(self._consumer_id, count, idle=processor.idle())
+        self.prefetch.measured(time.monotonic() - started)
+        self._isolate = fetched.suspect
+        # A batch cut short before a suspect leaves jobs behind it: look again at once.
+        source.more_ready = len(fetched) == count or fetched.suspect
+        self._hand_over(fetched, source.name)
+        source.fetch_unsure = False
+
+    def _hand_over(self, fetched: Fetched, queue: str) -> None:
+        """Good jobs to the processor's buffer; bad data to its outcome path."""
+        good: list[Job] = []
+        bad: list[tuple[Job, bytes | None, str]] = []
+        decode = jobs.decode
+        for job_id, message in fetched:
+            try:
+                if message is None:
+                    raise MessageDecodeError("its message is missing")
+                job = decode(message)
+                if job.id != job_id:
+                    raise MessageDecodeError(f"its message names another id, {job.id!r}")
+            except MessageDecodeError as exc:
+                bad.append((_placeholder(job_id, queue), message, str(exc)))
+                continue
+            job.queue = queue
+            good.append(job)
+        self._processor.put(good)
+        for job, message, reason in bad:
+            self._processor.discard(job, message, reason)
+
+    def _reconcile(self, source: Source) -> None:
+        """After a failed fetch: give back the jobs Redis says this consumer holds but
+        this process does not (a fetch whose reply was lost). Only the poller fetches,
+        and it is here, so no fetch is in flight; an id acknowledged meanwhile is not
+        in the set any more, and requeue moves only what it still finds there."""
+        queue = source.queue
+        stray = self._processor.stray(queue.inflight_ids(self._consumer_id))
+        if stray:
+            count = queue.requeue(self._consumer_id, sorted(stray))
+            log.warning("%s: a fetch's reply was lost; gave back %d job(s) of %s",
+                        self._context, count, source.name)  # fmt: skip
+        source.fetch_unsure = False
+
+
+def _placeholder(job_id: str, queue: str) -> Job:
+    job = Job(id=job_id)
+    job.queue = queue
+    return job
