@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gq.dashboard.app import Dashboard
+    from gq.dashboard.application import Dashboard
 
 ENV_AUTH = "GQ_DASHBOARD_AUTH"
 ENV_SECRET = "GQ_DASHBOARD_SECRET"
@@ -39,7 +39,7 @@ def app(
     consumer counts as dead (the workers' heartbeat interval + custodian timeout);
     ``refresh`` the seconds between live updates of a page (0: off, at least 2).
     """
-    from gq.dashboard.app import Dashboard
+    from gq.dashboard.application import Dashboard
     from gq.dashboard.security import BasicAuth
 
     if client is None:

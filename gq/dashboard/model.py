@@ -64,7 +64,8 @@ def oldest_ready_age(rq: RedisQueue, now: float) -> float | None:
 
 
 def consumers(rq: RedisQueue, consumer_timeout: float) -> list[dict[str, Any]]:
-    """Every registered consumer with its facts (None when it wrote none), newest first."""
+    """Every registered consumer with its facts (``reported`` False when it wrote none),
+    newest first."""
     found = list(reversed(rq.consumers()))
     now = rq.server_time()
     facts = rq.consumer_facts([consumer_id for consumer_id, _, _ in found])
@@ -75,19 +76,21 @@ def consumers(rq: RedisQueue, consumer_timeout: float) -> list[dict[str, Any]]:
             "seconds_since_heartbeat": round(max(0.0, now - seen), 3),
             "in_flight": inflight,
             "alive": now - seen <= consumer_timeout,
-            "facts": None if fact is None else clean_facts(fact),
+            "reported": fact is not None,
+            "facts": clean_facts(fact or {}),
         }
         for (consumer_id, seen, inflight), fact in zip(found, facts)
     ]
 
 
 def clean_facts(raw: dict[str, Any]) -> dict[str, Any]:
-    """The contract's fields of ``raw`` that have the contract's types."""
-    return {
-        name: raw[name]
-        for name, types in FACT_TYPES.items()
-        if isinstance(raw.get(name), types) and not isinstance(raw.get(name), bool)
-    }
+    """Each field of the contract: its value in ``raw`` when it has the contract's type,
+    else None (shown as "-")."""
+    return {name: _typed(raw.get(name), types) for name, types in FACT_TYPES.items()}
+
+
+def _typed(value: Any, types: tuple[type, ...]) -> Any:
+    return value if isinstance(value, types) and not isinstance(value, bool) else None
 
 
 def history(rq: RedisQueue, minutes: int) -> list[dict[str, int]]:

@@ -12,7 +12,7 @@ from gq.dashboard.http import HTTPError, Request, Response, json_response, redir
 from gq.redis_queue import MAX_BATCH, RedisQueue
 
 if TYPE_CHECKING:
-    from gq.dashboard.app import Dashboard
+    from gq.dashboard.application import Dashboard
 
 # The queues page shows at most this many queues (each costs a few round trips).
 MAX_INDEX = 500

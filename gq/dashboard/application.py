@@ -124,17 +124,16 @@ class Dashboard:
                                  "Reload the page and try again.")  # fmt: skip
 
     def _route(self, request: Request) -> tuple[Handler, dict[str, str]]:
+        """The first route whose path matches decides: its handler, or 405 for another
+        method (so a GET on a change's path is refused, not taken for a queue name)."""
         method = "GET" if request.method == "HEAD" else request.method
-        path_matched = False
         for route_method, pattern, handler in ROUTES:
             match = pattern.fullmatch(request.path)
             if match is None:
                 continue
-            if route_method == method:
-                return handler, match.groupdict()
-            path_matched = True
-        if path_matched:
-            raise HTTPError(405, "Method not allowed.")
+            if route_method != method:
+                raise HTTPError(405, "Method not allowed.")
+            return handler, match.groupdict()
         raise HTTPError(404, "No such page.")
 
     # -- queues ----------------------------------------------------------------------------
@@ -193,7 +192,7 @@ class Dashboard:
 
     def error_page(self, request: Request, status: int, message: str) -> Response:
         try:
-            return self.render(request, "error.html", status, status=status, message=message)
+            return self.render(request, "error.html", status, code=status, message=message)
         except Exception:  # the template itself failed: plain text, still no details
             log.exception("gq dashboard: the error page failed")
             return text_response(message, status)
