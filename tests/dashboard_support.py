@@ -139,3 +139,51 @@ def write_history(client: redis.Redis, queue: str, per_minute: dict[int, tuple[i
         if failed:
             client.hincrby(key, f"failed:{minute}", failed)
         client.expire(key, 90000)
+
+
+class DashboardProcess:
+    """``gq dashboard`` as a user starts it: a subprocess whose output goes to a file."""
+
+    LINE = re.compile(r"gq dashboard: http://([^/\s]+)/")
+
+    def __init__(self, tmp_path: Any, *args: str, env: dict[str, str]) -> None:
+        import subprocess
+
+        from tests.cli_support import ADMIN, ROOT
+
+        self.path = tmp_path / f"dashboard-{uuid.uuid4().hex[:6]}.log"
+        with open(self.path, "wb") as out:
+            self.proc = subprocess.Popen(
+                [*ADMIN, "dashboard", *args], cwd=ROOT, env=env, stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+    @property
+    def output(self) -> str:
+        return str(self.path.read_text(errors="replace"))
+
+    def address(self, timeout: float = 20) -> str:
+        """host:port once it serves (it prints the URL after binding)."""
+        from tests.helpers import wait_until
+
+        wait_until(
+            lambda: self.LINE.search(self.output) or self.proc.poll() is not None,
+            timeout,
+            message="gq dashboard's URL in its output",
+        )
+        match = self.LINE.search(self.output)
+        assert match, self.output
+        return match.group(1)
+
+    def stop(self) -> int:
+        import signal
+
+        from tests.helpers import stop_process
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=10)
+            except Exception:
+                stop_process(self.proc)
+        return int(self.proc.returncode)

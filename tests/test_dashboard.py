@@ -17,7 +17,7 @@ import gq
 from gq import dashboard
 from gq.redis_queue import RedisQueue
 from tests.dashboard_support import Http, make_dead, serving, write_facts, write_history
-from tests.helpers import RedisServer, delete_keys, wait_until
+from tests.helpers import NO_RETRY, RedisServer, delete_keys, free_port, wait_until
 
 REGISTRY = "gq:queues"
 XSS_DATA = b"<script>alert(1)</script>"
@@ -422,7 +422,7 @@ def test_a_queue_name_with_markup_and_slashes_is_escaped_and_reachable(
 
 
 def test_healthz_says_when_redis_is_gone() -> None:
-    gone = redis.Redis(port=1, socket_connect_timeout=0.5)
+    gone = redis.Redis(port=free_port(), socket_connect_timeout=0.5, retry=NO_RETRY)
     with serving(dashboard.app(client=gone)) as address:
         http = Http(address)
         assert http.get("/healthz").status == 503
