@@ -187,3 +187,40 @@ class DashboardProcess:
             except Exception:
                 stop_process(self.proc)
         return int(self.proc.returncode)
+
+
+# -- a real headless browser -----------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def chromium(tmp_path: Any) -> Any:
+    """Debian's chromium under Selenium, with the driver path given so that Selenium
+    Manager never tries to download one. Missing binaries skip the test, but fail it
+    when CI is set (the CI script installs them)."""
+    import os
+    import shutil
+
+    missing = [exe for exe in (CHROMIUM, CHROMEDRIVER) if not shutil.which(exe)]
+    if missing:
+        import pytest
+
+        reason = f"{', '.join(missing)} not installed (apt-get install chromium chromium-driver)"
+        if os.environ.get("CI"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+        f"--user-data-dir={tmp_path}/chromium", "--no-first-run", "--disable-sync",
+        "--disable-background-networking", "--disable-component-update", "--disable-quic",
+        "--window-size=1280,900",
+    ):  # fmt: skip
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
