@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-WIDTH, HEIGHT = 720, 180
-LEFT, RIGHT, TOP, BOTTOM = 44, 8, 10, 22
+WIDTH, HEIGHT = 1200, 220
+LEFT, RIGHT, TOP, BOTTOM = 52, 8, 10, 22
 
 
 def nice_ceiling(value: int) -> int:
@@ -43,7 +43,7 @@ def throughput(points: list[dict[str, int]]) -> dict[str, Any]:
         "bottom": TOP + plot_h,
         "middle": TOP + plot_h / 2,
         "peak": peak,
-        "half": peak / 2,
+        "half": peak // 2 if peak % 2 == 0 else peak / 2,
         "done": line("done"),
         "failed": line("failed"),
         "minutes": len(points),
