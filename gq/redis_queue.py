@@ -452,11 +452,11 @@ class RedisQueue:
         return any(int(n) for n in pipe.execute())
 
     def dead_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
-        """Dead jobs ``offset`` to ``offset + count - 1``, newest first: (id, killed at, message)."""
+        """Dead jobs from ``offset``, newest first: (id, killed at, message or None)."""
         return self._page(self.keys.dead, offset, count, desc=True)
 
     def scheduled_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
-        """Scheduled jobs ``offset`` to ``offset + count - 1``, soonest first: (id, due, message)."""
+        """Scheduled jobs from ``offset``, soonest first: (id, due at, message or None)."""
         return self._page(self.keys.scheduled, offset, count, desc=False)
 
     def _page(

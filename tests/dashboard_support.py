@@ -30,13 +30,14 @@ TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 def serving(app: Any, prefix: str = "") -> Iterator[str]:
     """``app`` on a gevent WSGIServer at 127.0.0.1:<free port>; yields its base URL path
     host:port. With ``prefix``, the app is mounted under it as a WSGI host site would."""
+
     def mounted(environ: dict[str, Any], start_response: Any) -> Any:
         path = environ.get("PATH_INFO", "")
         if not path.startswith(prefix):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"not under the prefix"]
         environ["SCRIPT_NAME"] = prefix
-        environ["PATH_INFO"] = path[len(prefix):]
+        environ["PATH_INFO"] = path[len(prefix) :]
         return app(environ, start_response)
 
     server = gevent.pywsgi.WSGIServer(("127.0.0.1", 0), mounted if prefix else app, log=None)
@@ -114,7 +115,9 @@ def make_dead(rq: RedisQueue, items: Sequence[tuple[bytes, str]], attempt: int =
     return ids
 
 
-def write_facts(client: redis.Redis, queue: str, consumer_id: str, **overrides: Any) -> dict[str, Any]:
+def write_facts(
+    client: redis.Redis, queue: str, consumer_id: str, **overrides: Any
+) -> dict[str, Any]:
     """A consumer's facts exactly as the worker side writes them (the contract)."""
     import json
 

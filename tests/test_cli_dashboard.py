@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 import gq
 from tests.cli_support import ADMIN, closed_port_url, env_for, run
@@ -74,9 +73,7 @@ def test_unreachable_redis_exits_3_without_the_password() -> None:
     assert "topsecret" not in result.stderr + result.stdout and "***" in result.stderr
 
 
-def test_the_redis_password_is_not_printed(
-    tmp_path: Path, redis_server: RedisServer
-) -> None:
+def test_the_redis_password_is_not_printed(tmp_path: Path, redis_server: RedisServer) -> None:
     from tests.cli_support import start_password_server
     from tests.helpers import stop_process
 
@@ -88,5 +85,3 @@ def test_the_redis_password_is_not_printed(
         dash.stop()
         stop_process(proc)
     assert "pw-not-shown" not in dash.output and "***" in dash.output
-
-

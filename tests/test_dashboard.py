@@ -158,8 +158,12 @@ def test_the_chart_and_the_history_api_show_the_last_hour(
     write_history(
         client,
         rq.keys.name,
-        {this_minute: (40, 2), this_minute - 60: (10, 0), this_minute - 59 * 60: (5, 5),
-         this_minute - 61 * 60: (999, 999)},  # fmt: skip
+        {
+            this_minute: (40, 2),
+            this_minute - 60: (10, 0),
+            this_minute - 59 * 60: (5, 5),
+            this_minute - 61 * 60: (999, 999),
+        },  # fmt: skip
     )
     history = json.loads(http.get(f"/api/queues/{rq.keys.name}/history").body)["history"]
     assert len(history) == 60

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import gevent.pywsgi
@@ -63,7 +62,7 @@ def site(client: redis.Redis) -> Iterator[str]:
 
 def no_dialog(browser: Any) -> bool:
     try:
-        browser.switch_to.alert
+        browser.switch_to.alert  # noqa: B018 (reading it raises when there is none)
     except NoAlertPresentException:
         return True
     return False
@@ -159,9 +158,7 @@ def test_a_queue_named_with_markup_shows_as_text(
         delete_keys(client, "<img/src*")
 
 
-def test_read_only_mode_shows_no_buttons(
-    browser: Any, rq: RedisQueue, client: redis.Redis
-) -> None:
+def test_read_only_mode_shows_no_buttons(browser: Any, rq: RedisQueue, client: redis.Redis) -> None:
     make_dead(rq, [(b"a", "e")])
     gq.Producer(rq.keys.name, client=client).perform_after(600, b"s")
     with serving(dashboard.app(client=client, read_only=True)) as address:
@@ -235,8 +232,8 @@ def test_no_page_breaks_the_content_security_policy(
     make_dead(rq, [(b"a", "e")])
     gq.Producer(rq.keys.name, client=client).perform_after(600, b"s")
     browser.get_log("browser")  # drop earlier entries
-    for page in ("/", f"/queues/{rq.keys.name}", f"/queues/{rq.keys.name}/dead",
-                 f"/queues/{rq.keys.name}/scheduled", f"/queues/{rq.keys.name}/consumers"):  # fmt: skip
+    queue = f"/queues/{rq.keys.name}"
+    for page in ("/", queue, f"{queue}/dead", f"{queue}/scheduled", f"{queue}/consumers"):
         browser.get(site + page)
         assert browser.find_element(By.CSS_SELECTOR, "header.top")
     assert severe_logs(browser) == []

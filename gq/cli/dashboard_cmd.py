@@ -7,7 +7,6 @@ imported only when the command runs, so the rest of ``gq`` works without it.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -21,8 +20,6 @@ ENV_AUTH = "GQ_DASHBOARD_AUTH"  # the same name as gq.dashboard.ENV_AUTH (not im
 # Connections served at once; gevent's default is unbounded.
 MAX_CONNECTIONS = 100
 
-log = logging.getLogger("gq.dashboard")
-
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
@@ -31,24 +28,49 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Serve the web dashboard: every queue, their jobs and consumers.",
         allow_abbrev=False,
     )
-    parser.add_argument("--url", default=os.environ.get(ENV_URL) or DEFAULT_URL,
-                        help=f"Redis URL; default ${ENV_URL}, else {DEFAULT_URL}")  # fmt: skip
-    parser.add_argument("--queue", action="append", default=[], metavar="NAME",
-                        help="show this queue too (repeatable); the others come from the "
-                        "registry that gq workers keep (gq:queues), never from KEYS")  # fmt: skip
+    parser.add_argument(
+        "--url",
+        default=os.environ.get(ENV_URL) or DEFAULT_URL,
+        help=f"Redis URL; default ${ENV_URL}, else {DEFAULT_URL}",
+    )
+    parser.add_argument(
+        "--queue",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="show this queue too (repeatable); the others come from the "
+        "registry that gq workers keep (gq:queues), never from KEYS",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any)")
     parser.add_argument("--read-only", action="store_true", help="hide and refuse every change")
-    parser.add_argument("--auth", metavar="USER:PASSWORD",
-                        help=f"require HTTP basic auth; default ${ENV_AUTH}")  # fmt: skip
-    parser.add_argument("--no-auth", action="store_true",
-                        help="allow serving beyond loopback without --auth")  # fmt: skip
-    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
-                        help="a Host name to answer besides localhost and --host (repeatable)")  # fmt: skip
-    parser.add_argument("--consumer-timeout", type=duration, default=120.0, metavar="SECONDS",
-                        help="a consumer silent this long is dead (default 60 + 60)")  # fmt: skip
-    parser.add_argument("--refresh", type=duration, default=5.0, metavar="SECONDS",
-                        help="seconds between live updates (default 5, at least 2; 0: off)")  # fmt: skip
+    parser.add_argument(
+        "--auth", metavar="USER:PASSWORD", help=f"require HTTP basic auth; default ${ENV_AUTH}"
+    )
+    parser.add_argument(
+        "--no-auth", action="store_true", help="allow serving beyond loopback without --auth"
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name to answer besides localhost and --host (repeatable)",
+    )
+    parser.add_argument(
+        "--consumer-timeout",
+        type=duration,
+        default=120.0,
+        metavar="SECONDS",
+        help="a consumer silent this long is dead (default 60 + 60)",
+    )
+    parser.add_argument(
+        "--refresh",
+        type=duration,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between live updates (default 5, at least 2; 0: off)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

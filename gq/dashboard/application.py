@@ -37,25 +37,25 @@ StartResponse = Callable[..., Any]
 
 # (method, path pattern, handler); the first full match wins, so specific paths come first.
 # A queue name may hold "/": the name is matched lazily up to a known suffix.
-ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
-    (method, re.compile(pattern), handler)
-    for method, pattern, handler in [
-        ("GET", r"/", pages.index),
-        ("GET", r"/static/(?P<file>[a-z0-9_-]+\.(?:css|js|svg))", pages.static),
-        ("GET", r"/api/queues", pages.api_queues),
-        ("GET", r"/api/queues/(?P<name>.+?)/(?P<view>consumers|dead|scheduled|history)",
-         pages.api_view),
-        ("GET", r"/api/queues/(?P<name>.+)", pages.api_queue),
-        ("GET", r"/queues/(?P<name>.+?)/dead", pages.dead),
-        ("GET", r"/queues/(?P<name>.+?)/scheduled", pages.scheduled),
-        ("GET", r"/queues/(?P<name>.+?)/consumers", pages.consumers),
-        ("GET", r"/queues/(?P<name>.+?)/job", pages.job),
-        ("POST", r"/queues/(?P<name>.+?)/dead/(?P<verb>retry|delete)", pages.dead_action),
-        ("POST", r"/queues/(?P<name>.+?)/scheduled/(?P<verb>run|delete)",
-         pages.scheduled_action),
-        ("GET", r"/queues/(?P<name>.+)", pages.queue),
-    ]
-]  # fmt: skip
+_ROUTE_TABLE: list[tuple[str, str, Handler]] = [
+    ("GET", r"/", pages.index),
+    ("GET", r"/static/(?P<file>[a-z0-9_-]+\.(?:css|js|svg))", pages.static),
+    ("GET", r"/api/queues", pages.api_queues),
+    (
+        "GET",
+        r"/api/queues/(?P<name>.+?)/(?P<view>consumers|dead|scheduled|history)",
+        pages.api_view,
+    ),
+    ("GET", r"/api/queues/(?P<name>.+)", pages.api_queue),
+    ("GET", r"/queues/(?P<name>.+?)/dead", pages.dead),
+    ("GET", r"/queues/(?P<name>.+?)/scheduled", pages.scheduled),
+    ("GET", r"/queues/(?P<name>.+?)/consumers", pages.consumers),
+    ("GET", r"/queues/(?P<name>.+?)/job", pages.job),
+    ("POST", r"/queues/(?P<name>.+?)/dead/(?P<verb>retry|delete)", pages.dead_action),
+    ("POST", r"/queues/(?P<name>.+?)/scheduled/(?P<verb>run|delete)", pages.scheduled_action),
+    ("GET", r"/queues/(?P<name>.+)", pages.queue),
+]
+ROUTES = [(method, re.compile(pattern), handler) for method, pattern, handler in _ROUTE_TABLE]
 
 # Queue handles kept for reuse; past this many (names from the URL) the cache starts over.
 MAX_CACHED_QUEUES = 1000
@@ -171,7 +171,9 @@ class Dashboard:
 
     # -- rendering ---------------------------------------------------------------------------
 
-    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> Response:
+    def render(
+        self, request: Request, template: str, status: int = 200, **context: Any
+    ) -> Response:
         token = request.cookie(CSRF_COOKIE)
         headers = []
         if not self.csrf.valid(token):

@@ -26,7 +26,7 @@ def utc(when: Any) -> str:
 
 
 def ago(when: Any, now: float) -> str:
-    """"5m07s ago" or "in 3h02m"."""
+    """How long ago ``when`` was, or how far ahead: 5m07s ago, in 3h02m."""
     if not _number(when):
         return MISSING
     return f"{age(now - when)} ago" if when <= now else f"in {age(when - now)}"

@@ -124,6 +124,7 @@ def shown_data(data: bytes | None, limit: int) -> dict[str, Any]:
     except UnicodeDecodeError:
         text = None
     shown = data.hex(" ") if text is None else text
-    fields = {"text": None, "hex": None, "size": len(data), "truncated": len(shown) > limit}
+    fields: dict[str, Any] = {"text": None, "hex": None, "size": len(data)}
+    fields["truncated"] = len(shown) > limit
     fields["hex" if text is None else "text"] = shown[:limit]
     return fields
