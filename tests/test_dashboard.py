@@ -109,6 +109,8 @@ def test_an_unknown_queue_is_404_and_its_name_is_not_shown(http: Http) -> None:
     reply = http.get("/queues/no_such_queue_%3Cb%3Emark%3C%2Fb%3E")
     assert reply.status == 404
     assert "<b>mark" not in reply.body and "mark" not in reply.body
+    api = http.get("/api/queues/no_such_queue_mark")
+    assert api.status == 404 and json.loads(api.body) == {"error": "No such queue."}
 
 
 def test_queue_page_shows_counts_oldest_age_and_consumers_with_their_facts(

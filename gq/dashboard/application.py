@@ -17,7 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from gq import __version__
 from gq.dashboard import filters, pages
-from gq.dashboard.http import HTTPError, Request, Response, text_response
+from gq.dashboard.http import HTTPError, Request, Response, json_response, text_response
 from gq.dashboard.security import (
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -94,7 +94,10 @@ class Dashboard:
         try:
             response = self._respond(request)
         except HTTPError as exc:
-            response = self.error_page(request, exc.status, exc.message)
+            if request.path.startswith("/api/"):
+                response = json_response({"error": exc.message}, exc.status)
+            else:
+                response = self.error_page(request, exc.status, exc.message)
         except Exception:
             log.exception("gq dashboard: %s %s failed", request.method, request.path)
             response = self.error_page(request, 500, "Something went wrong; see the server log.")
