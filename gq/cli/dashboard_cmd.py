@@ -28,6 +28,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Serve the web dashboard: every queue, their jobs and consumers.",
         allow_abbrev=False,
     )
+    _add_source_flags(parser)
+    _add_security_flags(parser)
+
+
+def _add_source_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url",
         default=os.environ.get(ENV_URL) or DEFAULT_URL,
@@ -41,6 +46,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="show this queue too (repeatable); the others come from the "
         "registry that gq workers keep (gq:queues), never from KEYS",
     )
+    parser.add_argument(
+        "--consumer-timeout",
+        type=duration,
+        default=120.0,
+        metavar="SECONDS",
+        help="a consumer silent this long is dead (default 60 + 60)",
+    )
+    parser.add_argument(
+        "--refresh",
+        type=duration,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between live updates (default 5, at least 2; 0: off)",
+    )
+
+
+def _add_security_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any)")
     parser.add_argument("--read-only", action="store_true", help="hide and refuse every change")
@@ -56,20 +78,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         default=[],
         metavar="NAME",
         help="a Host name to answer besides localhost and --host (repeatable)",
-    )
-    parser.add_argument(
-        "--consumer-timeout",
-        type=duration,
-        default=120.0,
-        metavar="SECONDS",
-        help="a consumer silent this long is dead (default 60 + 60)",
-    )
-    parser.add_argument(
-        "--refresh",
-        type=duration,
-        default=5.0,
-        metavar="SECONDS",
-        help="seconds between live updates (default 5, at least 2; 0: off)",
     )
 
 

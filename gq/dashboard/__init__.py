@@ -31,25 +31,19 @@ def app(
 ) -> Dashboard:
     """The dashboard as a WSGI application, on Redis at ``url`` (or on ``client``).
 
-    ``queues`` are shown besides those in the registry; ``auth`` is ``USER:PASSWORD``
-    (default ``$GQ_DASHBOARD_AUTH``, unset: no auth); ``secret`` signs the CSRF tokens
-    (default ``$GQ_DASHBOARD_SECRET``, else random per process: set it when several
-    processes serve one dashboard); ``allowed_hosts`` limits the Host header (None: any,
-    for a site that checks it itself); ``consumer_timeout`` is the silence after which a
-    consumer counts as dead (the workers' heartbeat interval + custodian timeout);
-    ``refresh`` the seconds between live updates of a page (0: off, at least 2).
+    ``queues``: shown besides the registry's; ``auth``: ``USER:PASSWORD`` (default
+    ``$GQ_DASHBOARD_AUTH``); ``secret``: signs CSRF tokens (default
+    ``$GQ_DASHBOARD_SECRET``, else random per process); ``allowed_hosts``: Host names
+    answered (None: any); ``consumer_timeout``: silence after which a consumer is dead;
+    ``refresh``: seconds between live updates (0: off). See docs/dashboard.md.
     """
     from gq.dashboard.application import Dashboard
     from gq.dashboard.security import BasicAuth
 
-    if client is None:
-        from gq.connection import DEFAULT_URL, client_from_url
-
-        client = client_from_url(url or DEFAULT_URL)
     auth = auth if auth is not None else os.environ.get(ENV_AUTH) or None
     secret = secret if secret is not None else os.environ.get(ENV_SECRET) or None
     return Dashboard(
-        client,
+        client if client is not None else _client(url),
         queues=queues,
         read_only=read_only,
         auth=None if auth is None else BasicAuth.parse(auth),
@@ -58,3 +52,9 @@ def app(
         consumer_timeout=consumer_timeout,
         refresh=refresh,
     )
+
+
+def _client(url: str | None) -> Any:
+    from gq.connection import DEFAULT_URL, client_from_url
+
+    return client_from_url(url or DEFAULT_URL)
