@@ -85,3 +85,19 @@ def test_the_redis_password_is_not_printed(tmp_path: Path, redis_server: RedisSe
         dash.stop()
         stop_process(proc)
     assert "pw-not-shown" not in dash.output and "***" in dash.output
+
+
+def test_beyond_loopback_any_host_name_is_answered_unless_listed(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    env = env_for(redis_server.url, None, GQ_DASHBOARD_AUTH="u:p")
+    auth = "Basic " + base64.b64encode(b"u:p").decode()
+    for extra, expected in (((), 200), (("--allowed-host", "gq.example"), 400)):
+        server = DashboardProcess(tmp_path, "--host", "0.0.0.0", "--port", "0", *extra, env=env)
+        try:
+            port = server.address().rpartition(":")[2]
+            http = Http(f"127.0.0.1:{port}", auth=auth)
+            assert http.get("/healthz", Host=f"worker-host.lan:{port}").status == expected
+            assert http.get("/healthz", Host=f"gq.example:{port}").status == 200
+        finally:
+            server.stop()

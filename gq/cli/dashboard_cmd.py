@@ -77,7 +77,8 @@ def _add_security_flags(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="a Host name to answer besides localhost and --host (repeatable)",
+        help="a Host name to answer besides localhost and --host (repeatable); "
+        "on loopback only those are answered, beyond it any unless this is given",
     )
 
 
@@ -135,12 +136,23 @@ def _build_app(args: argparse.Namespace, auth: str | None) -> Any:
             queues=args.queue,
             read_only=args.read_only,
             auth=auth,
-            allowed_hosts=["localhost", "127.0.0.1", "::1", args.host, *args.allowed_host],
+            allowed_hosts=_allowed_hosts(args),
             consumer_timeout=args.consumer_timeout,
             refresh=args.refresh,
         )
     except ValueError as exc:  # a malformed --auth
         raise CliError(EXIT_USAGE, f"--auth: {exc}") from None
+
+
+def _allowed_hosts(args: argparse.Namespace) -> list[str] | None:
+    """Host names answered: on loopback, only loopback names (a page whose own name is
+    rebound to 127.0.0.1 arrives with that name); beyond loopback, where --auth is
+    required, any name unless --allowed-host lists them."""
+    from gq.dashboard.security import LOOPBACK_HOSTS, is_loopback
+
+    if not is_loopback(args.host) and not args.allowed_host:
+        return None
+    return [*LOOPBACK_HOSTS, args.host, *args.allowed_host]
 
 
 def _stop_on_signals(server: Any) -> None:

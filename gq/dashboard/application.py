@@ -106,7 +106,7 @@ class Dashboard:
 
     def _respond(self, request: Request) -> Response:
         if self.allowed_hosts is not None and not host_allowed(request, self.allowed_hosts):
-            return text_response("unknown Host", 400)
+            return text_response("unknown Host name (gq dashboard --allowed-host NAME)", 400)
         if request.path == "/healthz":
             return pages.healthz(self, request)
         if self.auth is not None and not self.auth.allows(request.header("Authorization")):
