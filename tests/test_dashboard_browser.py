@@ -24,6 +24,7 @@ pytestmark = pytest.mark.timeout(90)
 REGISTRY = "gq:queues"
 # Each payload sets a marker if it ever runs; the page must show it as text instead.
 PAYLOADS = [
+    (b"<script>alert(1)</script>", "<img src=x onerror=alert(2)>"),  # would open a dialog
     (b"<script>window.__xss = 1</script>", '<img src=x onerror="window.__xss = 2">'),
     (b'"><svg onload="window.__xss = 3">', "</textarea><script>window.__xss = 4</script>"),
     (b"\xff\xfe<script>window.__xss = 5</script>", "not UTF-8"),
@@ -134,7 +135,7 @@ def test_job_data_and_errors_with_markup_show_as_text_and_run_nothing(
         assert browser.execute_script("return window.__xss") is None
     browser.get(f"{site}/queues/{rq.keys.name}/dead")
     texts = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "pre.data, pre.error")]
-    for data, error in PAYLOADS[:2]:
+    for data, error in PAYLOADS[:3]:
         assert data.decode() in texts and error in texts
     assert "ff fe 3c 73 63 72 69 70 74 3e" in " ".join(texts)  # not UTF-8: hex
     assert browser.find_elements(By.CSS_SELECTOR, "main script, main img, main svg textarea") == []
