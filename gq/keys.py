@@ -42,3 +42,19 @@ class QueueKeys:
 
     def inflight(self, consumer_id: str) -> str:
         return f"{self.name}:inflight:{consumer_id}"
+
+    # -- observability keys (docs: the cross-branch contract of issue 12) ----------------
+
+    def facts(self, consumer_id: str) -> str:
+        """gq's own key: JSON facts of one consumer, written with its heartbeat."""
+        return f"{self.name}:facts:{consumer_id}"
+
+    def history(self, hour: int) -> str:
+        """gq's own key: done/failed counts per minute of the hour starting at ``hour``."""
+        return f"{self.name}:history:{hour}"
+
+
+# The set of every queue name a gq consumer has registered on, so that readers (the
+# dashboard, `gq metrics`) find queues without KEYS. A key of its own, outside any queue's
+# slot on a Cluster.
+QUEUE_REGISTRY = "gq:queues"

@@ -6,6 +6,7 @@ builds a key or a Redis command.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from redis.crc import key_slot
 
 from gq import scripts, topology
 from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError
-from gq.keys import QueueKeys
+from gq.keys import QUEUE_REGISTRY, QueueKeys
 
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
 # batches are split into several calls sent in one pipeline.
@@ -28,6 +29,8 @@ DEAD_TRIM_BATCH = 100
 EMBEDDED_POLL = 0.01
 # How often a consumer looks for jobs while Redis refuses the blocking wait (maxmemory).
 OOM_POLL = 0.5
+# The most queue names read from the registry (a bound on one SSCAN walk).
+MAX_REGISTERED_QUEUES = 10_000
 
 T = TypeVar("T")
 
@@ -508,6 +511,105 @@ class RedisQueue:
         for key in keys:  # one key per call: a cluster may hold them on different slots
             pipe.delete(key)
         return sum(int(n) for n in pipe.execute())
+
+    # -- observability reads (the dashboard; the keys are written by the worker side) -------
+
+    def exists(self) -> bool:
+        """Whether Redis holds anything of this queue: jobs, or a registered consumer."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        for key in (k.data, k.active, k.scheduled, k.dead, k.consumers):
+            pipe.exists(key)  # one key per call: a cluster client routes each by its key
+        return any(int(n) for n in pipe.execute())
+
+    def dead_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
+        """Dead jobs from ``offset``, newest first: (id, killed at, message or None)."""
+        return self._page(self.keys.dead, offset, count, desc=True)
+
+    def scheduled_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
+        """Scheduled jobs from ``offset``, soonest first: (id, due at, message or None)."""
+        return self._page(self.keys.scheduled, offset, count, desc=False)
+
+    def _page(
+        self, key: str, offset: int, count: int, *, desc: bool
+    ) -> list[tuple[str, float, bytes | None]]:
+        if count <= 0 or offset < 0:
+            return []
+        reply: Any = self.client.zrange(key, offset, offset + count - 1, desc=desc, withscores=True)
+        entries = [(_text(member), float(score)) for member, score in reply]
+        messages = self.messages([job_id for job_id, _ in entries])
+        return [(job_id, score, message) for (job_id, score), message in zip(entries, messages)]
+
+    def run_scheduled(self, ids: Sequence[str]) -> list[bool]:
+        """Move the given scheduled jobs to the tail of the queue now; True per id moved.
+
+        retry_dead.lua moves ids from whichever sorted set it is given to the tail of the
+        active list, atomically: run on the scheduled set, it is exactly "run now".
+        """
+        batches = [[part for job_id in chunk for part in (job_id, b"")] for chunk in chunks(ids)]
+        if not batches:
+            return []
+        keys = [self.keys.scheduled, self.keys.data, self.keys.active, self.keys.signal]
+        replies = self._run_batches("retry_dead", keys, batches)
+        return [bool(flag) for reply in replies for flag in reply]
+
+    def consumer_facts(self, consumer_ids: Sequence[str]) -> list[dict[str, Any] | None]:
+        """The facts each consumer wrote with its heartbeat; None where there are none
+        (expired, a curlyq consumer, or not JSON)."""
+        if not consumer_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for consumer_id in consumer_ids:
+            pipe.get(self.keys.facts(consumer_id))
+        return [_json_object(raw) for raw in pipe.execute()]
+
+    def history(self, now: float, minutes: int = 60) -> list[tuple[int, int, int]]:
+        """(minute start, done, failed) for the ``minutes`` minutes up to the one holding
+        ``now`` (unix seconds), oldest first; one round trip over the hour keys involved."""
+        last = int(now // 60) * 60
+        starts = [last - 60 * back for back in range(minutes - 1, -1, -1)]
+        hours: dict[int, list[int]] = {}
+        for minute in starts:
+            hours.setdefault(minute - minute % 3600, []).append(minute)
+        plan = [
+            (hour, [f"{kind}:{m}" for kind in ("done", "failed") for m in in_hour])
+            for hour, in_hour in hours.items()
+        ]
+        pipe = self.client.pipeline(transaction=False)
+        for hour, fields in plan:
+            pipe.hmget(self.keys.history(hour), fields)
+        counts: dict[str, int] = {}
+        for (_, fields), values in zip(plan, pipe.execute()):
+            counts.update((f, _count(v)) for f, v in zip(fields, values))
+        return [(m, counts.get(f"done:{m}", 0), counts.get(f"failed:{m}", 0)) for m in starts]
+
+
+def registered_queues(client: Any, limit: int = MAX_REGISTERED_QUEUES) -> list[str]:
+    """The queue names in the registry (``gq:queues``), sorted; at most ``limit`` of them,
+    read with SSCAN so that a huge registry cannot block Redis."""
+    names: set[str] = set()
+    for member in client.sscan_iter(QUEUE_REGISTRY, count=1000):
+        names.add(_text(member))
+        if len(names) >= limit:
+            break
+    return sorted(names)
+
+
+def _json_object(raw: Any) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _count(raw: Any) -> int:
+    try:
+        return max(0, int(raw)) if raw is not None else 0
+    except ValueError:
+        return 0
 
 
 # -- several queues (one consumer, one handler pool; SPEC section 9) ----------------------

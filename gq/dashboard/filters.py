@@ -1,0 +1,60 @@
+"""Jinja filters: numbers and times as the pages show them; "-" for anything missing."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from gq.cli.formatting import age
+
+MISSING = "-"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def duration(seconds: Any) -> str:
+    """42s, 5m07s, 3h02m, 4d06h."""
+    return age(seconds) if _number(seconds) else MISSING
+
+
+def utc(when: Any) -> str:
+    if not _number(when):
+        return MISSING
+    return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def ago(when: Any, now: float) -> str:
+    """How long ago ``when`` was, or how far ahead: 5m07s ago, in 3h02m."""
+    if not _number(when):
+        return MISSING
+    return f"{age(now - when)} ago" if when <= now else f"in {age(when - now)}"
+
+
+def megabytes(size: Any) -> str:
+    return f"{size / 1048576:.1f} MB" if _number(size) else MISSING
+
+
+def percent(value: Any) -> str:
+    return f"{value:.1f}%" if _number(value) else MISSING
+
+
+def count(value: Any) -> str:
+    """Thousands separated by a thin space, so big counts stay readable."""
+    return f"{value:,}".replace(",", "\u202f") if _number(value) else MISSING
+
+
+def or_missing(value: Any) -> Any:
+    return MISSING if value is None or value == "" else value
+
+
+FILTERS: dict[str, Callable[..., Any]] = {
+    "duration": duration,
+    "utc": utc,
+    "ago": ago,
+    "megabytes": megabytes,
+    "percent": percent,
+    "count": count,
+    "or_missing": or_missing,
+}

@@ -1,0 +1,130 @@
+"""What the dashboard shows, read through the Redis boundary into plain, JSON-ready dicts.
+
+Pages and the JSON API render the same dicts, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from gq import job as jobs
+from gq.redis_queue import RedisQueue
+
+Entry = tuple[str, float, Optional[bytes]]
+
+# Job data shown in a list is cut here; the job's own page shows up to DETAIL_BYTES.
+PREVIEW_CHARS = 2000
+DETAIL_BYTES = 64 * 1024
+# Facts a consumer writes with its heartbeat (the cross-branch contract), with their types;
+# anything else, or of another type, is left out rather than shown.
+FACT_TYPES: dict[str, tuple[type, ...]] = {
+    "host": (str,),
+    "pid": (int,),
+    "started_at": (int, float),
+    "version": (str,),
+    "queues": (list,),
+    "concurrency": (int,),
+    "running": (int,),
+    "jobs_done": (int,),
+    "jobs_failed": (int,),
+    "rss_bytes": (int,),
+    "cpu_percent": (int, float),
+    "updated_at": (int, float),
+}
+
+
+def summary(rq: RedisQueue, consumer_timeout: float) -> dict[str, Any]:
+    """Counts by state, consumers alive and dead, and how long the next job has waited."""
+    counts = rq.counts()
+    consumers = rq.consumers()
+    now = rq.server_time()
+    alive = sum(1 for _, seen, _ in consumers if now - seen <= consumer_timeout)
+    return {
+        "name": rq.keys.name,
+        **counts,
+        "in_flight": sum(inflight for _, _, inflight in consumers),
+        "consumers_alive": alive,
+        "consumers_dead": len(consumers) - alive,
+        "oldest_ready_age": oldest_ready_age(rq, now),
+        "now": now,
+    }
+
+
+def oldest_ready_age(rq: RedisQueue, now: float) -> float | None:
+    """Seconds the next job has been ready; None when none is, or its message has no
+    ReadyAt (curlyq writes none)."""
+    head = rq.oldest_ready()
+    if head is None or head[1] is None:
+        return None
+    try:
+        ready_at = jobs.decode_ready_at(head[1])
+    except jobs.MessageDecodeError:
+        return None
+    return None if ready_at is None else round(max(0.0, now - ready_at), 3)
+
+
+def consumers(rq: RedisQueue, consumer_timeout: float) -> list[dict[str, Any]]:
+    """Every registered consumer with its facts (``reported`` False when it wrote none),
+    newest first."""
+    found = list(reversed(rq.consumers()))
+    now = rq.server_time()
+    facts = rq.consumer_facts([consumer_id for consumer_id, _, _ in found])
+    return [
+        {
+            "id": consumer_id,
+            "last_heartbeat": seen,
+            "seconds_since_heartbeat": round(max(0.0, now - seen), 3),
+            "in_flight": inflight,
+            "alive": now - seen <= consumer_timeout,
+            "reported": fact is not None,
+            "facts": clean_facts(fact or {}),
+        }
+        for (consumer_id, seen, inflight), fact in zip(found, facts)
+    ]
+
+
+def clean_facts(raw: dict[str, Any]) -> dict[str, Any]:
+    """Each field of the contract: its value in ``raw`` when it has the contract's type,
+    else None (shown as "-")."""
+    return {name: _typed(raw.get(name), types) for name, types in FACT_TYPES.items()}
+
+
+def _typed(value: Any, types: tuple[type, ...]) -> Any:
+    return value if isinstance(value, types) and not isinstance(value, bool) else None
+
+
+def history(rq: RedisQueue, minutes: int) -> list[dict[str, int]]:
+    points = rq.history(rq.server_time(), minutes)
+    return [{"minute": m, "done": done, "failed": failed} for m, done, failed in points]
+
+
+def job_rows(entries: list[Entry], limit: int = PREVIEW_CHARS) -> list[dict[str, Any]]:
+    return [job_row(job_id, when, message, limit) for job_id, when, message in entries]
+
+
+def job_row(job_id: str, when: float, message: bytes | None, limit: int) -> dict[str, Any]:
+    """One job as shown: its data as text (or hex when it is not UTF-8), attempt, error."""
+    row: dict[str, Any] = {"id": job_id, "when": when, "attempt": None, "error": None}
+    if message is None:
+        return {**row, "problem": "no message stored", **shown_data(None, limit)}
+    try:
+        job = jobs.decode(message)
+    except jobs.MessageDecodeError as exc:
+        return {**row, "problem": f"undecodable message: {exc}", **shown_data(None, limit)}
+    row.update(attempt=job.attempt, error=jobs.decode_error(message), problem=None)
+    return {**row, **shown_data(job.data, limit)}
+
+
+def shown_data(data: bytes | None, limit: int) -> dict[str, Any]:
+    """``data`` as ``text`` when it is UTF-8, else as ``hex``; cut at ``limit`` characters."""
+    if data is None:
+        return {"text": None, "hex": None, "size": 0, "truncated": False}
+    try:
+        text: str | None = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    shown = data.hex(" ") if text is None else text
+    fields: dict[str, Any] = {"text": None, "hex": None, "size": len(data)}
+    fields["truncated"] = len(shown) > limit
+    fields["hex" if text is None else "text"] = shown[:limit]
+    return fields

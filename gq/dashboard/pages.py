@@ -1,0 +1,229 @@
+"""The dashboard's routes: pages, JSON views and the changes (POSTs) they offer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Callable
+from urllib.parse import quote
+
+from gq.dashboard import chart, model
+from gq.dashboard.http import HTTPError, Request, Response, json_response, redirect, text_response
+from gq.redis_queue import MAX_BATCH, RedisQueue
+
+if TYPE_CHECKING:
+    from gq.dashboard.application import Dashboard
+
+# The queues page shows at most this many queues (each costs a few round trips).
+MAX_INDEX = 500
+PER_PAGE, MAX_PER_PAGE = 25, 100
+MAX_MINUTES = 1440  # the history kept in Redis: 24 h
+STATIC_TYPES = {
+    "css": "text/css; charset=utf-8",
+    "js": "text/javascript; charset=utf-8",
+    "svg": "image/svg+xml",
+}
+# What a change reports back, by fixed code: the page never echoes what it was sent.
+MESSAGES = {
+    "retried": "{n} job(s) queued again.",
+    "deleted": "{n} job(s) deleted.",
+    "ran": "{n} job(s) moved to the queue to run now.",
+    "none": "No job was selected.",
+}
+
+Operation = Callable[[Sequence[str]], list[bool]]
+Page = Callable[[int, int], list[model.Entry]]
+
+
+def _int_arg(request: Request, name: str, default: int, low: int, high: int) -> int:
+    """A numeric query argument, clamped into [low, high]; the default when unreadable."""
+    try:
+        value = int(request.arg(name) or default)
+    except ValueError:
+        value = default
+    return max(low, min(high, value))
+
+
+# -- pages ---------------------------------------------------------------------------------
+
+
+def index(d: Dashboard, request: Request) -> Response:
+    names = d.queue_names()
+    rows = [model.summary(rq, d.consumer_timeout) for rq in d.handles(names[:MAX_INDEX])]
+    return d.render(request, "queues.html", queues=rows, hidden=max(0, len(names) - MAX_INDEX))
+
+
+def queue(d: Dashboard, request: Request, name: str) -> Response:
+    rq = d.queue(name)
+    return d.render(
+        request,
+        "queue.html",
+        queue=model.summary(rq, d.consumer_timeout),
+        consumers=model.consumers(rq, d.consumer_timeout),
+        chart=chart.throughput(model.history(rq, 60)),
+    )
+
+
+def consumers(d: Dashboard, request: Request, name: str) -> Response:
+    rq = d.queue(name)
+    return d.render(
+        request,
+        "consumers.html",
+        queue=model.summary(rq, d.consumer_timeout),
+        consumers=model.consumers(rq, d.consumer_timeout),
+    )
+
+
+def dead(d: Dashboard, request: Request, name: str) -> Response:
+    return _job_list(d, request, name, "dead")
+
+
+def scheduled(d: Dashboard, request: Request, name: str) -> Response:
+    return _job_list(d, request, name, "scheduled")
+
+
+def _job_list(d: Dashboard, request: Request, name: str, state: str) -> Response:
+    rq = d.queue(name)
+    summary = model.summary(rq, d.consumer_timeout)
+    page, per = _paging(request, summary[state])
+    entries = _pager(rq, state)((page - 1) * per, per)
+    return d.render(
+        request,
+        f"{state}.html",
+        queue=summary,
+        jobs=model.job_rows(entries),
+        page=page,
+        per=per,
+        pages=max(1, -(-summary[state] // per)),
+        message=_message(request),
+    )
+
+
+def _paging(request: Request, total: int) -> tuple[int, int]:
+    per = _int_arg(request, "per", PER_PAGE, 1, MAX_PER_PAGE)
+    last = max(1, -(-total // per))
+    return _int_arg(request, "page", 1, 1, last), per
+
+
+def _pager(rq: RedisQueue, state: str) -> Page:
+    return rq.dead_page if state == "dead" else rq.scheduled_page
+
+
+def _message(request: Request) -> str | None:
+    template = MESSAGES.get(request.arg("done") or "")
+    if template is None:
+        return None
+    return template.format(n=_int_arg(request, "n", 0, 0, 10**9))
+
+
+def job(d: Dashboard, request: Request, name: str) -> Response:
+    rq = d.queue(name)
+    job_id = request.arg("id") or ""
+    [message] = rq.messages([job_id]) if job_id else [None]
+    if message is None:
+        raise HTTPError(404, "No such job (it may have run or been deleted).")
+    row = model.job_row(job_id, 0.0, message, model.DETAIL_BYTES * 3)
+    return d.render(request, "job.html", queue=model.summary(rq, d.consumer_timeout), job=row)
+
+
+# -- changes -------------------------------------------------------------------------------
+
+
+def dead_action(d: Dashboard, request: Request, name: str, verb: str) -> Response:
+    rq = d.queue(name)
+    operation = rq.delete_dead if verb == "delete" else _retry_dead(rq)
+    done = _apply(request, rq, operation, "dead")
+    return _after(request, name, "/dead", "deleted" if verb == "delete" else "retried", done)
+
+
+def scheduled_action(d: Dashboard, request: Request, name: str, verb: str) -> Response:
+    rq = d.queue(name)
+    operation = rq.delete_scheduled if verb == "delete" else rq.run_scheduled
+    done = _apply(request, rq, operation, "scheduled")
+    return _after(request, name, "/scheduled", "deleted" if verb == "delete" else "ran", done)
+
+
+def _retry_dead(rq: RedisQueue) -> Operation:
+    # Attempts are kept, as `gq dead retry` keeps them by default: a job that fails again
+    # goes straight back to dead rather than through its whole retry schedule.
+    return lambda ids: rq.retry_dead([(job_id, None) for job_id in ids])
+
+
+def _apply(request: Request, rq: RedisQueue, operation: Operation, state: str) -> int | None:
+    """Run ``operation`` on the posted ids, or with ``all=1`` on the whole set; the count
+    done, or None when nothing was selected."""
+    form = request.form()
+    if form.get("all", [""])[0] == "1":
+        return _apply_all(rq, operation, state)
+    ids = list(dict.fromkeys(i for i in form.get("id", []) if i))
+    if len(ids) > MAX_BATCH:
+        raise HTTPError(400, f"At most {MAX_BATCH} jobs at once; use 'all' for more.")
+    return sum(operation(ids)) if ids else None
+
+
+def _apply_all(rq: RedisQueue, operation: Operation, state: str) -> int:
+    """Work through the set from its oldest end in batches, at most as many jobs as it held
+    at the start: a retried job that dies again meanwhile cannot keep the loop going."""
+    budget, done = rq.counts()[state], 0
+    while budget > 0:
+        ids = [job_id for job_id, _, _ in _oldest(rq, state, min(budget, MAX_BATCH))]
+        if not ids:
+            break
+        done += sum(operation(ids))
+        budget -= len(ids)
+    return done
+
+
+def _oldest(rq: RedisQueue, state: str, count: int) -> list[model.Entry]:
+    if state == "dead":
+        return rq.dead_jobs(count, newest_first=False)
+    return rq.scheduled_jobs(count)
+
+
+def _after(request: Request, name: str, suffix: str, code: str, done: int | None) -> Response:
+    outcome = "done=none" if done is None else f"done={code}&n={done}"
+    return redirect(f"{queue_url(request, name, suffix)}?{outcome}")
+
+
+def queue_url(request: Request, name: str, suffix: str = "") -> str:
+    """The path of a queue's page under the dashboard's mount point; the name is
+    percent-encoded whole, so no character of it can end or change the path."""
+    return f"{request.script_name}/queues/{quote(name, safe='')}{suffix}"
+
+
+# -- JSON, health, static ------------------------------------------------------------------
+
+
+def api_queues(d: Dashboard, request: Request) -> Response:
+    names = d.queue_names()[:MAX_INDEX]
+    rows = [model.summary(rq, d.consumer_timeout) for rq in d.handles(names)]
+    return json_response({"queues": rows})
+
+
+def api_queue(d: Dashboard, request: Request, name: str) -> Response:
+    rq = d.queue(name)
+    summary = model.summary(rq, d.consumer_timeout)
+    return json_response({**summary, "consumers": model.consumers(rq, d.consumer_timeout)})
+
+
+def api_view(d: Dashboard, request: Request, name: str, view: str) -> Response:
+    rq = d.queue(name)
+    if view == "consumers":
+        return json_response({"consumers": model.consumers(rq, d.consumer_timeout)})
+    if view == "history":
+        minutes = _int_arg(request, "minutes", 60, 1, MAX_MINUTES)
+        return json_response({"history": model.history(rq, minutes)})
+    page, per = _paging(request, rq.counts()[view])
+    rows = model.job_rows(_pager(rq, view)((page - 1) * per, per))
+    return json_response({"jobs": rows, "page": page, "per": per})
+
+
+def healthz(d: Dashboard, request: Request) -> Response:
+    return text_response("ok") if d.redis_ok() else text_response("Redis unreachable", 503)
+
+
+def static(d: Dashboard, request: Request, file: str) -> Response:
+    resource = resources.files("gq.dashboard").joinpath("static").joinpath(file)
+    if not resource.is_file():
+        raise HTTPError(404, "No such file.")
+    return Response(200, resource.read_bytes(), STATIC_TYPES[file.rsplit(".", 1)[1]])
