@@ -110,18 +110,44 @@ def unix_time(text: str) -> float:
     return when.timestamp()
 
 
-def add_connection_flags(parser: argparse.ArgumentParser) -> None:
+def add_connection_flags(parser: argparse.ArgumentParser, *, several_queues: bool = False) -> None:
     parser.add_argument(
         "--url",
         default=os.environ.get(ENV_URL) or DEFAULT_URL,
         help=f"Redis URL (redis://, rediss://, unix://, or fakeredis:// for an in-process "
         f"server); default ${ENV_URL}, else {DEFAULT_URL}",
     )
+    if several_queues:
+        parser.add_argument(
+            "--queue",
+            action="append",
+            default=None,
+            metavar="NAME[:WEIGHT]",
+            help=f"a queue to take jobs from; repeat it for several, highest priority "
+            f"first, or give each a weight (critical:6) to draw by weight; default ${ENV_QUEUE}",
+        )
+        return
     parser.add_argument(
         "--queue",
         default=os.environ.get(ENV_QUEUE) or None,
         help=f"queue name; default ${ENV_QUEUE}",
     )
+
+
+def queue_specs(given: list[str] | None) -> str | list[str] | dict[str, int]:
+    """``--queue`` given once or more (or $GQ_QUEUE) as gq.Consumer takes it: one name, names
+    in priority order, or name -> weight when any has ``:WEIGHT``."""
+    names = given or [require_queue(os.environ.get(ENV_QUEUE) or None)]
+    if len(names) == 1 and not _WEIGHTED.match(names[0]):
+        return names[0]
+    weighted = [_WEIGHTED.match(name) for name in names]
+    if not any(weighted):
+        return names
+    return {m.group(1) if m else name: int(m.group(2)) if m else 1
+            for name, m in zip(names, weighted)}  # fmt: skip
+
+
+_WEIGHTED = re.compile(r"^(.+):([0-9]+)$")
 
 
 def require_queue(queue: str | None) -> str:

@@ -37,7 +37,9 @@ def report_loop(consumer: Consumer, interval: float) -> None:
         last_done, last_time = stats.done, now
 
 
-def burst_loop(consumer: Consumer, rq: RedisQueue, interval: float = BURST_CHECK_INTERVAL) -> None:
+def burst_loop(
+    consumer: Consumer, rqs: list[RedisQueue], interval: float = BURST_CHECK_INTERVAL
+) -> None:
     """Stop ``consumer`` once nothing is ready, nothing is due and it holds nothing.
 
     The three counts come from one atomic read, so a job on its way from one place to
@@ -46,11 +48,11 @@ def burst_loop(consumer: Consumer, rq: RedisQueue, interval: float = BURST_CHECK
     """
     while True:
         try:
-            ready, due, inflight = rq.backlog(consumer.id)
+            left = sum(sum(rq.backlog(consumer.id)) for rq in rqs)
         except redis.RedisError as exc:
             log.warning("%s: burst check failed, trying again: %s", consumer.context, exc)
         else:
-            if ready == 0 and due == 0 and inflight == 0:
+            if left == 0:
                 log.info("%s: burst: nothing ready, due or in flight; stopping", consumer.context)
                 consumer.stop()
                 return

@@ -21,7 +21,7 @@ from gq.cli.common import (
     add_connection_flags,
     duration,
     open_queue,
-    require_queue,
+    queue_specs,
 )
 from gq.cli.monitor import burst_loop, report_loop
 from gq.cli.options import add_option_flags, consumer_options
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     parser.add_argument("handler", metavar="HANDLER", help="package.module:function to call")
-    add_connection_flags(parser)
+    add_connection_flags(parser, several_queues=True)
     parser.add_argument(
         "--burst",
         action="store_true",
@@ -93,7 +93,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    queue = require_queue(args.queue)
+    queue = queue_specs(args.queue)
     handler = load_handler(args.handler)
     try:
         consumer = gq.Consumer(queue, url=args.url, **consumer_options(args))
@@ -103,9 +103,9 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(
             EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {exc}"
         ) from None
-    rq = open_queue(args.url, queue, max_connections=2)  # exit 3 if Redis is not there
+    rq = open_queue(args.url, consumer.queue, max_connections=2)  # exit 3 if unreachable
     _log_start(args, consumer)
-    watchers = _start_watchers(args, consumer, rq)
+    watchers = _start_watchers(args, consumer, [RedisQueue(rq.client, q) for q in consumer.queues])
     try:
         consumer.consume(handler)
     except gq.PermissionDeniedError as exc:
@@ -155,9 +155,9 @@ def _log_start(args: argparse.Namespace, consumer: gq.Consumer) -> None:
     opts = consumer.opts
     log.info(
         "gq-worker %s starting: queue=%s consumer=%s handler=%s concurrency=%d "
-        "buffer=%d pid=%d url=%s%s",
+        "buffer=%s pid=%d url=%s%s",
         gq.__version__,
-        consumer.queue,
+        ",".join(consumer.queues),
         consumer.id,
         args.handler,
         opts.processor_concurrency,
@@ -169,13 +169,13 @@ def _log_start(args: argparse.Namespace, consumer: gq.Consumer) -> None:
 
 
 def _start_watchers(
-    args: argparse.Namespace, consumer: gq.Consumer, rq: RedisQueue
+    args: argparse.Namespace, consumer: gq.Consumer, rqs: list[RedisQueue]
 ) -> list[gevent.Greenlet]:
     watchers = []
     if args.stats_interval > 0:
         watchers.append(gevent.spawn(report_loop, consumer, args.stats_interval))
         watchers[-1].name = "gq-report"
     if args.burst:
-        watchers.append(gevent.spawn(burst_loop, consumer, rq))
+        watchers.append(gevent.spawn(burst_loop, consumer, rqs))
         watchers[-1].name = "gq-burst"
     return watchers
