@@ -130,7 +130,8 @@ def client_from_url(url: str | None) -> Any:
     if scheme == FAKEREDIS_SCHEME:
         import fakeredis
 
-        return fakeredis.FakeAsyncRedis(server=embedded_server(url))
+        # In-process connections cost nothing: no pool limit for 1,000 concurrent performs.
+        return fakeredis.FakeAsyncRedis(server=embedded_server(url), max_connections=2**31)
     if scheme in CLUSTER_SCHEMES or scheme in SENTINEL_SCHEMES:
         raise ConfigurationError(
             f"gq.aio.Producer builds no client for {scheme}:// URLs: pass "
