@@ -9,7 +9,7 @@ inside its handlers (workers/probe.py): from the first handler's start to the N-
 handler's end, with the worker process's own CPU time and RSS. curlyq's consumer
 (benchmarks/curlyq.py) drains the same pre-filled queue at gq's concurrency and buffer.
 
-usage: peers.py [--quick] [--repeat K] [--only rq,celery,...]
+usage: peers.py [--quick] [--repeat K] [--only rq,celery,...] [--name peers]
 """
 
 from __future__ import annotations
@@ -150,6 +150,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--only", default=",".join(PEERS))
+    ap.add_argument("--name", default="peers", help="write results/<name>.json")
     args = ap.parse_args()
     repeat = args.repeat or (1 if args.quick else 3)
     peers = [p for p in args.only.split(",") if p]
@@ -199,7 +200,7 @@ def main() -> None:
     results["command"] = command()
     results["repeat"] = repeat
     results["summary"] = summarise(results, peers)
-    write_json("peers", results)
+    write_json(args.name, results)
     print(render(results, peers))
 
 
