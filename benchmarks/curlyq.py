@@ -36,11 +36,23 @@ def build(out_dir: str) -> str:
     if go is None or not (go_tree() / "src/github.com/mcmathja/curlyq").is_dir():
         raise RuntimeError("needs `go` and ../shared/go (apt-get install -y golang-go)")
     cache = os.environ.get("GQ_INTEROP_CACHE") or os.path.expanduser("~/.cache/gq-interop")
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(go_tree()), "CGO_ENABLED": "0",
-           "GOCACHE": os.path.join(cache, "go-build"), "GOFLAGS": ""}
+    env = {
+        **os.environ,
+        "GO111MODULE": "off",
+        "GOPATH": str(go_tree()),
+        "CGO_ENABLED": "0",
+        "GOCACHE": os.path.join(cache, "go-build"),
+        "GOFLAGS": "",
+    }
     binary = os.path.join(out_dir, "curlyq-consumer")
-    subprocess.run([go, "build", "-o", binary, f"./{SOURCE.relative_to(ROOT)}"], cwd=ROOT,
-                   env=env, check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [go, "build", "-o", binary, f"./{SOURCE.relative_to(ROOT)}"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     return binary
 
 
@@ -51,8 +63,9 @@ def go_version() -> str:
     return subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
 
 
-def curlyq_drain(url: str, n: int, concurrency: int, buffer: int, sleep_ms: float = 0,
-                 timeout: float = 300) -> dict[str, Any]:
+def curlyq_drain(
+    url: str, n: int, concurrency: int, buffer: int, sleep_ms: float = 0, timeout: float = 300
+) -> dict[str, Any]:
     """Pre-fill ``n`` jobs (as gq's row does), then run curlyq's consumer until it ran them."""
     parts = urlsplit(url)
     if parts.path.strip("/") not in ("", "0"):
@@ -63,11 +76,20 @@ def curlyq_drain(url: str, n: int, concurrency: int, buffer: int, sleep_ms: floa
         binary = build(tmp)
         out = os.path.join(tmp, "result.json")
         env = {**os.environ, "BENCH_N": str(n), "BENCH_OUT": out}
-        cmd = [binary, "-addr", f"{parts.hostname}:{parts.port or 6379}", "-queue", queue,
-               "-concurrency", str(concurrency), "-buffer", str(buffer),
-               "-sleep", f"{sleep_ms}ms"]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+        cmd = [
+            binary,
+            "-addr",
+            f"{parts.hostname}:{parts.port or 6379}",
+            "-queue",
+            queue,
+            "-concurrency",
+            str(concurrency),
+            "-buffer",
+            str(buffer),
+            "-sleep",
+            f"{sleep_ms}ms",
+        ]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             limit = time.monotonic() + timeout
             while not os.path.exists(out):
