@@ -80,9 +80,9 @@ def gq_worker(tmp_path: Path, server: RedisServer, queue: str, *args: str,
               launcher: list[str] = WORKER, **env: str) -> subprocess.Popen[bytes]:  # fmt: skip
     """A gq-worker process running tests.interop.handlers:record; output in a file."""
     environ = env_for(server.url, queue, handler_url=server.url, **env)
-    log = open(tmp_path / f"gq-worker-{uuid.uuid4().hex[:6]}.log", "wb")
-    return subprocess.Popen([*launcher, HANDLER, *args], cwd=ROOT, env=environ, stdout=log,
-                            stderr=subprocess.STDOUT)  # fmt: skip
+    with open(tmp_path / f"gq-worker-{uuid.uuid4().hex[:6]}.log", "wb") as log:
+        return subprocess.Popen([*launcher, HANDLER, *args], cwd=ROOT, env=environ, stdout=log,
+                                stderr=subprocess.STDOUT)  # fmt: skip
 
 
 def done_by_gq(direct: redis.Redis, queue: str) -> list[tuple[str, int, str]]:
