@@ -149,6 +149,19 @@ async def concurrent_performs_all_land(url: str, queue: str) -> None:
 
 
 @case
+async def perform_gives_the_event_loop_a_turn(url: str, queue: str) -> None:
+    """While a perform waits for Redis, other coroutines run (a blocking call would finish
+    inside the task's first step, before anyone else ran)."""
+    async with gq.aio.Producer(queue, url=url) as producer:
+        await producer.perform(b"warm-up")  # connected, scripts loaded
+        for call in (producer.perform(b"x"), producer.perform_many([b"y"] * 10)):
+            task = asyncio.ensure_future(call)
+            await asyncio.sleep(0)  # the task runs up to its first wait
+            assert not task.done(), "the call ran to its end without yielding"
+            await task
+
+
+@case
 async def bad_input_raises_and_writes_nothing(url: str, queue: str) -> None:
     async with gq.aio.Producer(queue, url=url, max_message_bytes=100) as producer:
         for call, error in [
