@@ -46,9 +46,10 @@ class Producer(ProducerCore):
 
     ``client`` may be a ``redis.asyncio.Redis`` (a Sentinel's ``master_for`` client is one)
     or a ``redis.asyncio.cluster.RedisCluster`` (the queue name then needs a hash tag,
-    ``"{emails}"``); ``url`` takes ``redis://``, ``rediss://``, ``unix://`` and
-    ``fakeredis://``. Errors, duplicates, ``max_message_bytes`` and the safe retry after a
-    ``redis.ConnectionError`` are those of ``gq.Producer``. Use it as ``async with``, or
+    ``"{emails}"``); ``url`` takes the URLs ``gq.Producer`` takes (``redis://``,
+    ``rediss://``, ``unix://``, ``redis+cluster://``, ``redis+sentinel://``,
+    ``fakeredis://``). Errors, duplicates, ``max_message_bytes`` and the safe retry after
+    a ``redis.ConnectionError`` are those of ``gq.Producer``. Use it as ``async with``, or
     call ``await producer.close()``, to release the connections of a client built from
     ``url``.
     """
@@ -123,7 +124,8 @@ def _check_asyncio_client(client: Any) -> None:
 def client_from_url(url: str | None) -> Any:
     """A ``redis.asyncio`` client for ``url``, with redis-py's retries off as in
     ``gq.connection`` (gq's callers decide about failures: a retried push would report
-    the job's own id as a duplicate). Its pool waits, rather than fails, when full."""
+    the job's own id as a duplicate). The pool of a single-host URL waits, rather than
+    fails, when full; cluster and sentinel pools are unbounded, as for ``gq.Producer``."""
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"url must be a non-empty string, not {url!r}")
     scheme = url.split(":", 1)[0].lower()
@@ -133,11 +135,7 @@ def client_from_url(url: str | None) -> Any:
         # In-process connections cost nothing: no pool limit for 1,000 concurrent performs.
         return fakeredis.FakeAsyncRedis(server=embedded_server(url), max_connections=2**31)
     if scheme in CLUSTER_SCHEMES or scheme in SENTINEL_SCHEMES:
-        raise ConfigurationError(
-            f"gq.aio.Producer builds no client for {scheme}:// URLs: pass "
-            "client=redis.asyncio.cluster.RedisCluster(...) or a redis.asyncio Sentinel's "
-            "master_for(...)"
-        )
+        return _topology_client(url, scheme)
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigurationError(
             f"unsupported Redis URL scheme {scheme!r} in {redact_url(url)}; {SCHEMES_HELP}"
@@ -149,3 +147,16 @@ def client_from_url(url: str | None) -> Any:
     except ValueError as exc:
         raise ConfigurationError(f"bad Redis URL {redact_url(url)}: {exc}") from None
     return redis.asyncio.Redis(connection_pool=pool)
+
+
+def _topology_client(url: str, scheme: str) -> Any:
+    """redis.asyncio's cluster or sentinel client for gq's URL forms (``gq.topology``)."""
+    from gq import topology
+
+    try:
+        if scheme in CLUSTER_SCHEMES:
+            return topology.async_cluster_client(url, Retry(NoBackoff(), 0))
+        return topology.async_sentinel_client(url, Retry(NoBackoff(), 0))
+    except ValueError as exc:  # a malformed URL
+        message = topology.scrub(str(exc), url)
+        raise ConfigurationError(f"bad Redis URL {redact_url(url)}: {message}") from None

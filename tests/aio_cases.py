@@ -188,7 +188,8 @@ async def wrong_clients_are_refused_at_construction(url: str, queue: str) -> Non
         lambda: gq.aio.Producer("", url=url),
         lambda: gq.aio.Producer(queue, client=_sync_client(url)),
         lambda: gq.aio.Producer(queue, client=redis.asyncio.Redis(decode_responses=True)),
-        lambda: gq.aio.Producer(queue, url="redis+cluster://127.0.0.1:1/"),
+        lambda: gq.aio.Producer(queue, url="redis+cluster://no-port/"),
+        lambda: gq.aio.Producer(queue, url="redis+sentinel://127.0.0.1:1/"),  # no service
         lambda: gq.aio.Producer(queue, url="http://127.0.0.1/"),
     ]
     for build in refused:
@@ -242,6 +243,21 @@ async def cluster(url: str, queue: str) -> None:
         await client.aclose()
 
 
+@case
+async def topology_url(url: str, queue: str) -> None:
+    """A ``redis+cluster://`` or ``redis+sentinel://`` URL, as ``gq.Producer`` reads them."""
+    async with gq.aio.Producer(queue, url=url) as producer:
+        ids = await producer.perform_many([b"u-%d" % i for i in range(1200)])
+        one = await producer.perform(b"one")
+        later = await producer.perform_after(60, b"later")
+    client = inspector(url)
+    try:
+        assert await active(client, queue) == [*ids, one]
+        assert list(await scheduled(client, queue)) == [later]
+    finally:
+        await client.aclose()
+
+
 def _sync_client(url: str) -> redis.Redis:
     from gq.connection import client_from_url
 
@@ -272,7 +288,7 @@ async def run(url: str, queue: str, names: list[str]) -> dict[str, str]:
 
 def main() -> None:
     url, queue, *names = sys.argv[1:]
-    results = asyncio.run(run(url, queue, names or [n for n in CASES if n != "cluster"]))
+    results = asyncio.run(run(url, queue, names))
     print(json.dumps(results))
     sys.exit(0 if all(value == "ok" for value in results.values()) else 1)
 

@@ -23,7 +23,12 @@ from tests.helpers import RedisServer, delete_keys, wait_until
 from tests.interop.inprocess import consuming
 
 ROOT = aio_cases.__file__.rsplit("/tests/", 1)[0]
-CASES = [name for name in aio_cases.CASES if name not in ("cluster", "enqueue_for_a_gq_worker")]
+# The cases for every backend; the others need a particular server (below).
+CASES = [
+    name
+    for name in aio_cases.CASES
+    if name not in ("cluster", "topology_url", "enqueue_for_a_gq_worker")
+]
 
 
 def run_cases(url: str, queue: str, *names: str) -> dict[str, str]:
@@ -85,11 +90,32 @@ def test_aio_producer_on_a_real_redis_cluster(tmp_path_factory: pytest.TempPathF
     try:
         queue = "{aio-" + uuid.uuid4().hex[:8] + "}"
         hosts = ",".join(f"127.0.0.1:{node.port}" for node in cluster.nodes)
-        assert run_cases(f"redis+cluster://{hosts}/", queue, "cluster") == {"cluster": "ok"}
+        url = f"redis+cluster://{hosts}/"
+        assert run_cases(url, queue, "cluster") == {"cluster": "ok"}
         client = cluster.client()
         assert RedisQueue(client, queue).counts() == {
             "ready": 1501, "scheduled": 1, "due": 0, "dead": 0,
         }  # fmt: skip
+        other = "{aio-" + uuid.uuid4().hex[:8] + "}"
+        assert run_cases(url, other, "topology_url") == {"topology_url": "ok"}
+        assert RedisQueue(client, other).counts()["ready"] == 1201
         client.close()
     finally:
         cluster.stop()
+
+
+@pytest.mark.timeout(90)
+def test_aio_producer_on_a_sentinel_url(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from gq.redis_queue import RedisQueue
+    from tests.topologies import start_sentinel
+
+    setup = start_sentinel(tmp_path_factory.mktemp("aio-sentinel"))
+    try:
+        queue = f"aio-{uuid.uuid4().hex[:8]}"
+        assert run_cases(setup.url, queue, "topology_url") == {"topology_url": "ok"}
+        client = setup.master.client()
+        name = aio_cases.queue_of(queue, "topology_url")
+        assert RedisQueue(client, name).counts()["ready"] == 1201  # on the master
+        client.close()
+    finally:
+        setup.stop()
