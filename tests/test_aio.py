@@ -63,6 +63,13 @@ def test_aio_producer(outcomes: dict[str, str], name: str) -> None:
     assert outcomes[name] == "ok", outcomes[name]
 
 
+def test_import_gq_is_enough_and_brings_no_gevent() -> None:
+    code = "import gq, sys; gq.aio.Producer; print('gevent' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert (proc.returncode, proc.stdout.strip()) == (0, "False"), proc.stderr
+
+
 def test_jobs_from_the_aio_producer_run_on_a_gq_consumer(redis_server: RedisServer) -> None:
     queue = f"aio-{uuid.uuid4().hex[:8]}"
     assert run_cases(redis_server.url, queue, "enqueue_for_a_gq_worker") == {

@@ -90,6 +90,23 @@ def done_by_gq(direct: redis.Redis, queue: str) -> list[tuple[str, int, str]]:
     return [tuple(json.loads(x)) for x in direct.lrange(f"{queue}:test:done", 0, -1)]
 
 
+# --------------------------------------------------------------------------- setup
+
+
+@pytest.mark.parametrize("required", ["1", ""])
+def test_a_missing_go_tree_skips_or_fails_when_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, required: str
+) -> None:
+    monkeypatch.setenv("GQ_SHARED_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("GQ_REQUIRE_INTEROP", required)
+    expected = pytest.fail.Exception if required else pytest.skip.Exception
+    with pytest.raises(expected, match="curlyq source tree is missing"):
+        build(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `go` on it
+    with pytest.raises(expected, match="`go` is not installed"):
+        build(tmp_path)
+
+
 # --------------------------------------------------------------------------- produce
 
 
