@@ -28,7 +28,7 @@ from gq import job as jobs
 from gq.keys import QueueKeys
 from tests.cli_support import ADMIN, WORKER, env_for, run
 from tests.helpers import RedisServer, start_redis_server, stop_process, wait_until
-from tests.interop.golang import Curlyq, build
+from tests.interop.golang import Curlyq, GoConsumer, build
 from tests.interop.inprocess import consuming
 
 pytestmark = pytest.mark.timeout(120)
@@ -298,10 +298,13 @@ def test_a_mixed_fleet_drains_5000_jobs_with_none_lost(
     curlyq: Curlyq, server: RedisServer, queue: str, direct: redis.Redis, tmp_path: Path
 ) -> None:
     # Both sides keep their default heartbeat and timeout, as in production; handlers take
-    # 2 ms on both sides so that the two consumers share the work.
-    go = curlyq.consumer(tmp_path, queue, "-concurrency", "20", "-buffer", "20", "-sleep", "2ms")
+    # 2 ms on both sides so that the two consumers share the work. curlyq fails every 50th
+    # job it runs, and either side may run the retry: its attempt must show every failure.
+    go = curlyq.consumer(tmp_path, queue, "-concurrency", "20", "-buffer", "20", "-sleep", "2ms",
+                         "-fail-every", "50", "-max-backoff", "100ms",
+                         "-scheduler-poll", "200ms")  # fmt: skip
     worker = gq_worker(tmp_path, server, queue, "--concurrency", "20", "--stats-interval", "0",
-                       GQ_TEST_SLEEP="0.002")  # fmt: skip
+                       "--scheduler-poll-interval", "0.2", GQ_TEST_SLEEP="0.002")  # fmt: skip
     try:
         wait_until(lambda: direct.zcard(QueueKeys(queue).consumers) == 2, 20,
                    message="both consumers registered")  # fmt: skip
@@ -310,17 +313,26 @@ def test_a_mixed_fleet_drains_5000_jobs_with_none_lost(
         for start in range(0, 2500, 500):
             ids += producer.perform_many([b"gq-%d" % i for i in range(start, start + 500)])
         producer.close()
-        wait_until(lambda: len(go.records()) + len(done_by_gq(direct, queue)) >= 5000, 120,
-                   0.1, "5,000 jobs run")  # fmt: skip
+        wait_until(lambda: len(_successes(go, direct, queue)) >= 5000, 120, 0.1,
+                   "5,000 jobs done")  # fmt: skip
         assert wait_until(lambda: idle(direct, queue), 10, message="every job acknowledged")
     finally:
         assert go.stop() == 0, go.log
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(20) == 0
-    runs = collections.Counter([r["id"] for r in go.records()])
-    runs.update(job_id for job_id, _, _ in done_by_gq(direct, queue))
+    done = _successes(go, direct, queue)
+    runs = collections.Counter(job_id for job_id, _, _ in done)
     assert set(runs) == set(ids) and len(ids) == 5000  # none lost
-    assert max(runs.values()) == 1  # and, with no crash, none run twice
-    by_go, by_gq = len(go.records()), len(done_by_gq(direct, queue))
-    print(f"mixed fleet: curlyq ran {by_go}, gq ran {by_gq}")
-    assert by_go > 0 and by_gq > 0, (by_go, by_gq)
+    assert max(runs.values()) == 1  # and, with no crash, none done twice
+    failures = collections.Counter(r["id"] for r in go.records() if r["failed"])
+    assert failures and all(attempt == failures[job_id] for job_id, attempt, _ in done)
+    by_gq = sum(1 for _, _, side in done if side == "gq")
+    print(f"mixed fleet: curlyq did {len(done) - by_gq}, gq did {by_gq}, "
+          f"curlyq failed {sum(failures.values())} runs")  # fmt: skip
+    assert 0 < by_gq < len(done), by_gq
+
+
+def _successes(go: GoConsumer, direct: redis.Redis, queue: str) -> list[tuple[str, int, str]]:
+    """(id, attempt, "go" or "gq") of every successful run on either side."""
+    done = [(str(r["id"]), int(r["attempt"]), "go") for r in go.records() if not r["failed"]]
+    return done + [(job_id, attempt, "gq") for job_id, attempt, _ in done_by_gq(direct, queue)]
