@@ -1,13 +1,15 @@
-"""Workload 5: gq, the ceiling loop and six peers side by side, in one run, on one Redis.
+"""Workload 5: gq, the ceiling loop, curlyq (the Go original) and six peers side by side,
+in one run, on one Redis.
 
 Each peer is installed in its own venv under benchmarks/.venvs/ (setup_venvs.sh), and its
 worker runs as a subprocess in its recommended high-concurrency configuration against a
 dedicated redis-server started for this run (a database of its own per peer). Jobs are
 enqueued first (not timed), then the worker starts; every worker is timed the same way,
 inside its handlers (workers/probe.py): from the first handler's start to the N-th
-handler's end, with the worker process's own CPU time and RSS.
+handler's end, with the worker process's own CPU time and RSS. curlyq's consumer
+(benchmarks/curlyq.py) drains the same pre-filled queue at gq's concurrency and buffer.
 
-usage: peers.py [--quick] [--repeat K] [--only rq,celery,...]
+usage: peers.py [--quick] [--repeat K] [--only rq,celery,...] [--name peers]
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from common import (
     versions,
     write_json,
 )
+from curlyq import CURLYQ_VERSION, curlyq_drain, go_version
 from gqbench import ceiling_drain, gq_drain, strip
 
 HUEY_LAUNCH = (
@@ -147,6 +150,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--only", default=",".join(PEERS))
+    ap.add_argument("--name", default="peers", help="write results/<name>.json")
     args = ap.parse_args()
     repeat = args.repeat or (1 if args.quick else 3)
     peers = [p for p in args.only.split(",") if p]
@@ -163,12 +167,17 @@ def main() -> None:
         for wname, w in workloads.items():
             runs: dict[str, list[dict[str, Any]]] = {}
             for rep in range(repeat):
+                # gq's row and curlyq's (the Go original) use the same N, C and buffer.
+                n, buffer = (n_gq, 100) if w["task"] == "noop" else (n_peer, 1000)
                 if w["task"] == "noop":
                     runs.setdefault("ceiling", []).append(strip(ceiling_drain(url, n_gq, 100)))
-                    runs.setdefault("gq", []).append(strip(gq_drain(url, n_gq, w["C"], 100)))
-                else:
-                    runs.setdefault("gq", []).append(
-                        strip(gq_drain(url, n_peer, w["C"], 1000, w["sleep_ms"])))
+                runs.setdefault("gq", []).append(
+                    strip(gq_drain(url, n, w["C"], buffer, w["sleep_ms"])))
+                try:
+                    runs.setdefault("curlyq", []).append(
+                        curlyq_drain(url, n, w["C"], buffer, w["sleep_ms"]))
+                except Exception as exc:  # no Go here: reported, not fatal
+                    runs.setdefault("curlyq", []).append({"error": str(exc)[-800:]})
                 for name in peers:
                     try:
                         runs.setdefault(name, []).append(
@@ -181,7 +190,8 @@ def main() -> None:
                           file=sys.stderr, flush=True)
             results["runs"][wname] = runs
     results["versions"] = {"gq": versions(["gq", "redis", "hiredis", "gevent", "greenlet",
-                                           "msgpack"])}
+                                           "msgpack"]),
+                           "curlyq": {"curlyq": CURLYQ_VERSION, "go": go_version()}}
     for name in peers:
         results["versions"][name] = versions(PEERS[name]["packages"],
                                              str(VENVS / name / "bin" / "python"))
@@ -190,7 +200,7 @@ def main() -> None:
     results["command"] = command()
     results["repeat"] = repeat
     results["summary"] = summarise(results, peers)
-    write_json("peers", results)
+    write_json(args.name, results)
     print(render(results, peers))
 
 

@@ -58,6 +58,8 @@ _MODULES = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "aio":  # `import gq` then `gq.aio.Producer`: the asyncio producer
+        return importlib.import_module("gq.aio")
     if name not in __all__:
         raise AttributeError(f"module 'gq' has no attribute {name!r}")
     value = getattr(importlib.import_module(_MODULES.get(name, "gq.errors")), name)

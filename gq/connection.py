@@ -104,6 +104,14 @@ def client_from_url(url: str, **pool_options: Any) -> Any:
 
 
 def _embedded_client(url: str) -> redis.Redis:
+    import fakeredis
+
+    return fakeredis.FakeRedis(server=embedded_server(url))
+
+
+def embedded_server(url: str) -> Any:
+    """The in-process server of a ``fakeredis://[name]`` URL, shared by name (sync and
+    asyncio clients alike)."""
     try:
         import fakeredis
     except ImportError:  # pragma: no cover - depends on the environment
@@ -115,4 +123,4 @@ def _embedded_client(url: str) -> redis.Redis:
         server = _embedded_servers.get(name)
         if server is None:
             server = _embedded_servers[name] = fakeredis.FakeServer()
-    return fakeredis.FakeRedis(server=server)
+    return server

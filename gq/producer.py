@@ -24,27 +24,11 @@ When = Union[datetime, float, int]
 Delay = Union[timedelta, float, int]
 
 
-class Producer:
-    """Puts jobs on queue ``queue``.
+class ProducerCore:
+    """What ``Producer`` and ``gq.aio.Producer`` share: checks, messages, script arguments
+    and the reading of replies. Only the Redis calls differ (blocking or awaited)."""
 
-    A ``redis.ConnectionError`` from any ``perform*`` call means the job may or may not
-    be stored: calling again with the same job id is safe, and a ``JobAlreadyExistsError``
-    then means the first call went through.
-
-    ``client`` may be a ``redis.Redis``, a ``redis.cluster.RedisCluster`` (the queue name
-    then needs a hash tag, ``"{emails}"``) or a Sentinel's ``master_for`` client.
-    ``max_message_bytes`` (default 1 MiB, ``None`` for no limit) bounds each encoded
-    message: a bigger job raises ``MessageTooLargeError`` before anything is written.
-    """
-
-    def __init__(
-        self,
-        queue: str,
-        *,
-        url: str | None = None,
-        client: redis.Redis | Any | None = None,
-        max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
-    ) -> None:
+    def __init__(self, queue: str, max_message_bytes: int | None) -> None:
         self.queue = check_queue_name(queue)
         if max_message_bytes is not None and (
             isinstance(max_message_bytes, bool)
@@ -55,53 +39,27 @@ class Producer:
                 f"max_message_bytes must be a positive int or None, not {max_message_bytes!r}"
             )
         self.max_message_bytes = max_message_bytes
-        self._queue = RedisQueue(resolve_client(url, client), self.queue)
 
-    def perform(self, job: JobLike) -> str:
-        """Queue ``job`` (bytes or Job) to run as soon as possible; return its id."""
+    def _push_args(self, job: JobLike) -> tuple[Job, list[tuple[str, bytes]]]:
         item = jobs.to_job(job)
-        message = self._encode(item, time.time())
-        [stored] = self._queue.push([(item.id, message)])
-        return _stored_or_raise(item, stored)
+        return item, [(item.id, self._encode(item, time.time()))]
 
-    def perform_at(self, when: When, job: JobLike) -> str:
-        """Queue ``job`` to run at ``when`` (a datetime or unix seconds); return its id.
-
-        The time is taken as given: a naive datetime is local time, as ``datetime.timestamp``
-        reads it.
-        """
+    def _at_args(self, when: When, job: JobLike) -> tuple[Job, list[tuple[str, bytes, float]]]:
         at = _unix_time(when)
         item = jobs.to_job(job)
-        message = self._encode(item, at)
-        [stored] = self._queue.schedule([(item.id, message, at)], relative=False)
-        return _stored_or_raise(item, stored)
+        return item, [(item.id, self._encode(item, at), at)]
 
-    def perform_after(self, delay: Delay, job: JobLike) -> str:
-        """Queue ``job`` to run ``delay`` (timedelta or seconds) after the Redis server's now."""
+    def _after_args(self, delay: Delay, job: JobLike) -> tuple[Job, list[tuple[str, bytes, float]]]:
         seconds = _seconds(delay)
         item = jobs.to_job(job)
         # ReadyAt is for display: the schedule itself counts the delay on the server's clock.
-        message = self._encode(item, time.time() + seconds)
-        [stored] = self._queue.schedule([(item.id, message, seconds)], relative=True)
-        return _stored_or_raise(item, stored)
+        return item, [(item.id, self._encode(item, time.time() + seconds), seconds)]
 
-    def perform_many(self, batch: Iterable[JobLike]) -> list[str]:
-        """Queue many jobs in few round trips; return their ids in order.
-
-        Every job with a new id is stored; if some ids already existed, the call then
-        raises ``JobAlreadyExistsError`` whose ``duplicates`` lists the refused jobs.
-        """
+    def _many_args(self, batch: Iterable[JobLike]) -> tuple[list[Job], list[tuple[str, bytes]]]:
         items = [jobs.to_job(job) for job in batch]
-        if not items:
-            return []
         now = time.time()
         # Every message is encoded (and checked) before the first is written.
-        messages = [(item.id, self._encode(item, now)) for item in items]
-        stored = self._queue.push(messages)
-        refused = [item for item, ok in zip(items, stored) if not ok]
-        if refused:
-            raise JobAlreadyExistsError(refused[0], refused)
-        return [item.id for item in items]
+        return items, [(item.id, self._encode(item, now)) for item in items]
 
     def _encode(self, item: Job, ready_at: float) -> bytes:
         message = jobs.encode(item, ready_at=ready_at)
@@ -109,15 +67,80 @@ class Producer:
             raise MessageTooLargeError(item, len(message), self.max_message_bytes)
         return message
 
+
+class Producer(ProducerCore):
+    """Puts jobs on queue ``queue``.
+
+    A ``redis.ConnectionError`` from any ``perform*`` call means the job may or may not
+    be stored: calling again with the same job id is safe, and a ``JobAlreadyExistsError``
+    then means the first call went through.
+
+    ``client`` may be a ``redis.Redis``, a ``redis.cluster.RedisCluster`` (the queue name
+    then needs a hash tag, ``"{emails}"``) or a Sentinel's ``master_for`` client.
+    ``max_message_bytes`` (default 1 MiB, ``None`` for no limit) bounds each encoded
+    message: a bigger job raises ``MessageTooLargeError`` before anything is written.
+    ``gq.aio.Producer`` is the same for asyncio programs.
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        *,
+        url: str | None = None,
+        client: redis.Redis | Any | None = None,
+        max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        super().__init__(queue, max_message_bytes)
+        self._queue = RedisQueue(resolve_client(url, client), self.queue)
+
+    def perform(self, job: JobLike) -> str:
+        """Queue ``job`` (bytes or Job) to run as soon as possible; return its id."""
+        item, messages = self._push_args(job)
+        return stored_or_raise(item, self._queue.push(messages))
+
+    def perform_at(self, when: When, job: JobLike) -> str:
+        """Queue ``job`` to run at ``when`` (a datetime or unix seconds); return its id.
+
+        The time is taken as given: a naive datetime is local time, as ``datetime.timestamp``
+        reads it.
+        """
+        item, entries = self._at_args(when, job)
+        return stored_or_raise(item, self._queue.schedule(entries, relative=False))
+
+    def perform_after(self, delay: Delay, job: JobLike) -> str:
+        """Queue ``job`` to run ``delay`` (timedelta or seconds) after the Redis server's now."""
+        item, entries = self._after_args(delay, job)
+        return stored_or_raise(item, self._queue.schedule(entries, relative=True))
+
+    def perform_many(self, batch: Iterable[JobLike]) -> list[str]:
+        """Queue many jobs in few round trips; return their ids in order.
+
+        Every job with a new id is stored; if some ids already existed, the call then
+        raises ``JobAlreadyExistsError`` whose ``duplicates`` lists the refused jobs.
+        """
+        items, messages = self._many_args(batch)
+        if not items:
+            return []
+        return all_stored_or_raise(items, self._queue.push(messages))
+
     def close(self) -> None:
         """Release the connections of a client built from ``url``."""
         self._queue.client.close()
 
 
-def _stored_or_raise(job: Job, stored: bool) -> str:
-    if not stored:
+def stored_or_raise(job: Job, stored: list[bool]) -> str:
+    """The id of a job that one script call stored, or ``JobAlreadyExistsError``."""
+    if not stored[0]:
         raise JobAlreadyExistsError(job)
     return job.id
+
+
+def all_stored_or_raise(items: list[Job], stored: list[bool]) -> list[str]:
+    """The ids of a batch, or ``JobAlreadyExistsError`` listing the jobs refused."""
+    refused = [item for item, ok in zip(items, stored) if not ok]
+    if refused:
+        raise JobAlreadyExistsError(refused[0], refused)
+    return [item.id for item in items]
 
 
 def _unix_time(when: When) -> float:

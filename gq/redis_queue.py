@@ -109,6 +109,46 @@ def _permission_errors(operation: str) -> Iterator[None]:
         raise
 
 
+def check_client(client: Any, name: str) -> bool:
+    """Refuse a client gq cannot use for queue ``name``; return whether it is a cluster.
+
+    Shared by ``RedisQueue`` and ``AsyncRedisQueue`` (sync and asyncio clients alike)."""
+    encoder = getattr(client, "get_encoder", None)
+    if encoder is not None and encoder().decode_responses:
+        raise ConfigurationError(
+            "gq needs a Redis client with decode_responses=False: job data is bytes"
+        )
+    cluster = topology.is_cluster(client)
+    if cluster and not topology.hash_tag(name):
+        raise ConfigurationError(
+            f"queue name {name!r} has no hash tag: on Redis Cluster every key of a queue "
+            f"must be in one slot; put the name in braces, e.g. '{{{name}}}' "
+            f"(curlyq and gq keys are '<queue>:data', '<queue>:active'...)"
+        )
+    return cluster
+
+
+def push_batches(messages: Sequence[tuple[str, bytes]]) -> list[list[Any]]:
+    """The ARGV of each push call for (id, message) pairs (at most MAX_BATCH per call)."""
+    return [[part for pair in chunk for part in pair] for chunk in chunks(messages)]
+
+
+def schedule_batches(
+    entries: Sequence[tuple[str, bytes, float]], relative: bool
+) -> list[list[Any]]:
+    """The ARGV of each schedule call for (id, message, time) triples."""
+    mode = "after" if relative else "at"
+    return [
+        [mode, *(part for entry in chunk for part in (entry[0], entry[1], repr(entry[2])))]
+        for chunk in chunks(entries)
+    ]
+
+
+def flags(replies: Iterable[Any]) -> list[bool]:
+    """One bool per job from the replies of scripts that answer one integer per job."""
+    return [bool(flag) for reply in replies for flag in reply]
+
+
 class Fetched(list):
     """The (id, message or None) pairs of one fetch, and whether it concerns a suspect job."""
 
@@ -121,18 +161,7 @@ class RedisQueue:
     """The Redis state of queue ``name``, reached through ``client``."""
 
     def __init__(self, client: redis.Redis | Any, name: str) -> None:
-        encoder = getattr(client, "get_encoder", None)
-        if encoder is not None and encoder().decode_responses:
-            raise ConfigurationError(
-                "gq needs a Redis client with decode_responses=False: job data is bytes"
-            )
-        self.cluster = topology.is_cluster(client)
-        if self.cluster and not topology.hash_tag(name):
-            raise ConfigurationError(
-                f"queue name {name!r} has no hash tag: on Redis Cluster every key of a queue "
-                f"must be in one slot; put the name in braces, e.g. '{{{name}}}' "
-                f"(curlyq and gq keys are '<queue>:data', '<queue>:active'...)"
-            )
+        self.cluster = check_client(client, name)
         self.client: Any = client
         self.keys = QueueKeys(name)
         self._embedded = type(client).__module__.startswith("fakeredis")
@@ -161,12 +190,11 @@ class RedisQueue:
 
     def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
         """Store and queue each (id, message) whose id is new; True where stored."""
-        batches = [[part for pair in chunk for part in pair] for chunk in chunks(messages)]
         with _full_queue_errors():
             replies = self._run_batches(
-                "push", [self.keys.data, self.keys.active, self.keys.signal], batches
+                "push", [self.keys.data, self.keys.active, self.keys.signal], push_batches(messages)
             )
-        return [bool(flag) for reply in replies for flag in reply]
+        return flags(replies)
 
     def schedule(
         self, entries: Sequence[tuple[str, bytes, float]], *, relative: bool
@@ -175,14 +203,10 @@ class RedisQueue:
 
         ``relative`` times are delays added to the server's clock, others unix seconds.
         """
-        mode = "after" if relative else "at"
-        batches = [
-            [mode, *(part for entry in chunk for part in (entry[0], entry[1], repr(entry[2])))]
-            for chunk in chunks(entries)
-        ]
+        batches = schedule_batches(entries, relative)
         with _full_queue_errors():
             replies = self._run_batches("schedule", [self.keys.data, self.keys.scheduled], batches)
-        return [bool(flag) for reply in replies for flag in reply]
+        return flags(replies)
 
     # -- consumer: liveness ------------------------------------------------------------
 
@@ -661,3 +685,42 @@ def _poll_signals(queues: Sequence[RedisQueue], timeout: float) -> int | None:
         if time.monotonic() >= deadline:
             return None
         time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process
+
+
+class AsyncRedisQueue:
+    """The producer's half of ``RedisQueue`` on a ``redis.asyncio`` client, for ``gq.aio``:
+    the same scripts, keys, arguments and replies, awaited."""
+
+    def __init__(self, client: Any, name: str) -> None:
+        self.cluster = check_client(client, name)
+        self.client: Any = client
+        self.keys = QueueKeys(name)
+        self._scripts: dict[str, Any] = {
+            name: client.register_script(scripts.source(name)) for name in ("push", "schedule")
+        }
+
+    async def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
+        """``RedisQueue.push``, awaited."""
+        keys = [self.keys.data, self.keys.active, self.keys.signal]
+        with _full_queue_errors():
+            return flags(await self._run_batches("push", keys, push_batches(messages)))
+
+    async def schedule(
+        self, entries: Sequence[tuple[str, bytes, float]], *, relative: bool
+    ) -> list[bool]:
+        """``RedisQueue.schedule``, awaited."""
+        keys = [self.keys.data, self.keys.scheduled]
+        batches = schedule_batches(entries, relative)
+        with _full_queue_errors():
+            return flags(await self._run_batches("schedule", keys, batches))
+
+    async def _run_batches(self, name: str, keys: list[str], batches: list[list[Any]]) -> list[Any]:
+        """As ``RedisQueue._run_batches``: several calls go in one pipeline, except on a
+        cluster, whose pipeline cannot run scripts."""
+        script = self._scripts[name]
+        if len(batches) == 1 or self.cluster:
+            return [await script(keys=keys, args=args) for args in batches]
+        pipe = self.client.pipeline(transaction=False)
+        for args in batches:
+            await script(keys=keys, args=args, client=pipe)
+        return list(await pipe.execute())

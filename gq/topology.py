@@ -123,3 +123,41 @@ def sentinel_client(url: str, retry: Retry, **pool_options: Any) -> redis.Redis:
     sentinel = Sentinel(nodes, sentinel_kwargs={**sentinel_options, "retry": retry})
     client: redis.Redis = sentinel.master_for(service, retry=retry, **options)
     return client
+
+
+def async_cluster_client(url: str, retry: Any) -> Any:
+    """A ``redis.asyncio.cluster.RedisCluster`` for a ``redis+cluster://`` URL (for
+    ``gq.aio``); it connects on first use."""
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    base, userinfo, nodes, path, query = _split(url)
+    if path.strip("/") not in ("", "0"):
+        raise ValueError("a cluster has only database 0")
+    options = _async_options(base, userinfo, "", query)
+    options.pop("db", None)
+    nodes_ = [ClusterNode(host, port) for host, port in nodes]
+    return RedisCluster(startup_nodes=nodes_, retry=retry, **options)
+
+
+def async_sentinel_client(url: str, retry: Any) -> Any:
+    """The master's ``redis.asyncio`` client for a ``redis+sentinel://`` URL (for ``gq.aio``)."""
+    from redis.asyncio.sentinel import Sentinel
+
+    base, userinfo, nodes, path, query = _split(url)
+    service, _, db = path.strip("/").partition("/")
+    if not service:
+        raise ValueError("the sentinel URL needs the service name: host:port/service[/db]")
+    options = _async_options(base, userinfo, db, query)
+    timeouts = ("socket_timeout", "socket_connect_timeout")
+    sentinel_options = {key: value for key, value in options.items() if key in timeouts}
+    sentinel = Sentinel(nodes, sentinel_kwargs={**sentinel_options, "retry": retry})
+    return sentinel.master_for(service, retry=retry, **options)
+
+
+def _async_options(base: str, userinfo: str, db: str, query: str) -> dict[str, Any]:
+    """``_options`` for redis.asyncio, whose clients take ``ssl=True`` rather than the
+    blocking ``SSLConnection`` class that redis-py's URL parser names."""
+    options = _options(base, userinfo, db, query)
+    if options.pop("connection_class", None) is SSLConnection:
+        options["ssl"] = True
+    return options

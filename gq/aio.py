@@ -1,0 +1,162 @@
+"""``gq.aio.Producer``: the Producer's methods as coroutines on ``redis.asyncio``.
+
+For asyncio programs (FastAPI, Starlette, aiohttp), where a blocking redis-py call would
+stall every request of the event loop. It runs the same scripts with the same arguments
+and writes the same messages as ``gq.Producer``, whose argument building and reply
+reading it shares (``gq.producer.ProducerCore``); only the Redis calls are awaited.
+Nothing here needs gevent: it works in a plain, unpatched process.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any
+
+import redis.asyncio
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from gq.connection import (
+    CLUSTER_SCHEMES,
+    FAKEREDIS_SCHEME,
+    SCHEMES_HELP,
+    SENTINEL_SCHEMES,
+    embedded_server,
+    redact_url,
+)
+from gq.errors import ConfigurationError
+from gq.job import JobLike
+from gq.producer import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Delay,
+    ProducerCore,
+    When,
+    all_stored_or_raise,
+    stored_or_raise,
+)
+from gq.redis_queue import AsyncRedisQueue
+
+__all__ = ["Producer", "client_from_url"]
+
+
+class Producer(ProducerCore):
+    """Puts jobs on queue ``queue`` from asyncio code; ``gq.Producer`` with awaited methods.
+
+    ``client`` may be a ``redis.asyncio.Redis`` (a Sentinel's ``master_for`` client is one)
+    or a ``redis.asyncio.cluster.RedisCluster`` (the queue name then needs a hash tag,
+    ``"{emails}"``); ``url`` takes the URLs ``gq.Producer`` takes (``redis://``,
+    ``rediss://``, ``unix://``, ``redis+cluster://``, ``redis+sentinel://``,
+    ``fakeredis://``). Errors, duplicates, ``max_message_bytes`` and the safe retry after
+    a ``redis.ConnectionError`` are those of ``gq.Producer``. Use it as ``async with``, or
+    call ``await producer.close()``, to release the connections of a client built from
+    ``url``.
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        *,
+        url: str | None = None,
+        client: Any | None = None,
+        max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        super().__init__(queue, max_message_bytes)
+        if client is None and url is None:
+            raise ConfigurationError("pass url= or client= to reach Redis")
+        if client is not None:
+            _check_asyncio_client(client)
+        self._owns_client = client is None
+        self._queue = AsyncRedisQueue(client if client is not None else client_from_url(url), queue)
+
+    async def perform(self, job: JobLike) -> str:
+        """Queue ``job`` (bytes or Job) to run as soon as possible; return its id."""
+        item, messages = self._push_args(job)
+        return stored_or_raise(item, await self._queue.push(messages))
+
+    async def perform_at(self, when: When, job: JobLike) -> str:
+        """Queue ``job`` to run at ``when`` (a datetime or unix seconds, taken as given)."""
+        item, entries = self._at_args(when, job)
+        return stored_or_raise(item, await self._queue.schedule(entries, relative=False))
+
+    async def perform_after(self, delay: Delay, job: JobLike) -> str:
+        """Queue ``job`` to run ``delay`` (timedelta or seconds) after the Redis server's now."""
+        item, entries = self._after_args(delay, job)
+        return stored_or_raise(item, await self._queue.schedule(entries, relative=True))
+
+    async def perform_many(self, batch: Iterable[JobLike]) -> list[str]:
+        """Queue many jobs in few round trips; return their ids in order (see
+        ``gq.Producer.perform_many`` for duplicates)."""
+        items, messages = self._many_args(batch)
+        if not items:
+            return []
+        return all_stored_or_raise(items, await self._queue.push(messages))
+
+    async def close(self) -> None:
+        """Release the connections of a client built from ``url`` (a given client is the
+        caller's to close)."""
+        if self._owns_client:
+            client = self._queue.client
+            await (client.aclose() if hasattr(client, "aclose") else client.close())
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+def _check_asyncio_client(client: Any) -> None:
+    # A blocking client would write the job and then fail on `await`: refuse it up front.
+    if not inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
+        raise ConfigurationError(
+            f"gq.aio.Producer needs a redis.asyncio client, not {type(client).__name__}; "
+            "use gq.Producer for a blocking client"
+        )
+
+
+def client_from_url(url: str | None) -> Any:
+    """A ``redis.asyncio`` client for ``url``, with redis-py's retries off as in
+    ``gq.connection`` (gq's callers decide about failures: a retried push would report
+    the job's own id as a duplicate). The pool of a single-host URL waits, rather than
+    fails, when full; cluster and sentinel pools are unbounded, as for ``gq.Producer``."""
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError(f"url must be a non-empty string, not {url!r}")
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == FAKEREDIS_SCHEME:
+        import fakeredis
+
+        # In-process connections cost nothing: no pool limit for 1,000 concurrent performs.
+        return fakeredis.FakeAsyncRedis(server=embedded_server(url), max_connections=2**31)
+    if scheme in CLUSTER_SCHEMES or scheme in SENTINEL_SCHEMES:
+        return _topology_client(url, scheme)
+    if scheme not in ("redis", "rediss", "unix"):
+        raise ConfigurationError(
+            f"unsupported Redis URL scheme {scheme!r} in {redact_url(url)}; {SCHEMES_HELP}"
+        )
+    try:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            url, retry=Retry(NoBackoff(), 0), timeout=None
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"bad Redis URL {redact_url(url)}: {exc}") from None
+    return redis.asyncio.Redis(connection_pool=pool)
+
+
+def _topology_client(url: str, scheme: str) -> Any:
+    """redis.asyncio's cluster or sentinel client for gq's URL forms (``gq.topology``)."""
+    from gq import topology
+
+    try:
+        if scheme in CLUSTER_SCHEMES:
+            return topology.async_cluster_client(url, Retry(NoBackoff(), 0))
+        return topology.async_sentinel_client(url, Retry(NoBackoff(), 0))
+    except ValueError as exc:  # a malformed URL
+        message = topology.scrub(str(exc), url)
+        raise ConfigurationError(f"bad Redis URL {redact_url(url)}: {message}") from None
