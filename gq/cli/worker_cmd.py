@@ -14,7 +14,16 @@ import gevent
 import redis
 
 import gq
-from gq.cli import EXIT_CODES_HELP, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, logs
+from gq.cli import (
+    EXIT_CODES_HELP,
+    EXIT_FATAL,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    logs,
+    supervised,
+    supervisor,
+)
 from gq.cli.common import (
     CliError,
     Parser,
@@ -78,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
     add_option_flags(parser)
+    supervisor.add_flags(parser)
     return parser
 
 
@@ -93,6 +103,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    supervised.check_flags(args)
     queue = require_queue(args.queue)
     handler = load_handler(args.handler)
     try:
@@ -104,10 +115,11 @@ def _run(args: argparse.Namespace) -> int:
             EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {exc}"
         ) from None
     rq = open_queue(args.url, queue, max_connections=2)  # exit 3 if Redis is not there
+    child = supervised.child_for(args, consumer)  # None unless run by --processes
     _log_start(args, consumer)
-    watchers = _start_watchers(args, consumer, rq)
+    watchers = _start_watchers(args, consumer, rq) + (child.start() if child else [])
     try:
-        consumer.consume(handler)
+        (child.consume if child else consumer.consume)(handler)
     except Exception as exc:
         expected = isinstance(exc, (gq.GQError, redis.RedisError))
         log.error("%s: stopped on a fatal error: %s", consumer.context, exc, exc_info=not expected)
@@ -115,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         gevent.killall(watchers)
         rq.client.close()
-    return EXIT_OK
+    return child.exit_code if child else EXIT_OK
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
