@@ -46,11 +46,14 @@ EXIT_RECYCLE = 155
 # How often the child compares its resident memory with the limit: reading it costs a
 # /proc read, and a leak that matters grows over many jobs, not within seconds.
 MEMORY_CHECK_INTERVAL = 2.0
-# How often it compares its finished jobs with the limit (reading two counters).
-JOBS_CHECK_INTERVAL = 0.05
+# How often it compares its finished jobs with the limit (reading two counters): a child
+# overshoots the limit by what it finishes in this time, plus the jobs already running.
+JOBS_CHECK_INTERVAL = 0.02
 # How often it checks that the supervisor is still its parent (where prctl is missing).
 PARENT_CHECK_INTERVAL = 1.0
 PR_SET_PDEATHSIG = 1
+# Blocked while the supervisor starts a child, unblocked by the child once it handles them.
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGQUIT}
 MIB = 1024 * 1024
 
 
@@ -113,16 +116,24 @@ class Child:
 
     def consume(self, handler: Handler) -> None:
         """``consumer.run`` with a supervised child's signals (see the module docstring)."""
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a pending one is discarded
         watchers = [
             gevent.signal_handler(signal.SIGTERM, self._on_term),
             gevent.signal_handler(signal.SIGQUIT, self._on_quit),
         ]
+        # Blocked since the supervisor started this process: one that came meanwhile
+        # is delivered now, to the handlers above.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         try:
             self.consumer.run(handler)
         finally:
             for watcher in watchers:
                 watcher.cancel()
+            # The stop is over and the process is leaving: a late SIGTERM must not kill it
+            # with the default action (the supervisor would count a crash). Ignored, not
+            # blocked: a mask is per thread, and the heartbeat thread would take it.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGQUIT, signal.SIG_IGN)
 
     def _on_term(self) -> None:
         if self._stopping:

@@ -29,6 +29,7 @@ loop cannot spin the CPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import selectors
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -45,7 +47,7 @@ from gq.backoff import backoff
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE, logs
 from gq.cli.common import CliError, open_queue, positive_int, require_queue
 from gq.cli.options import consumer_options
-from gq.cli.supervised import EXIT_RECYCLE
+from gq.cli.supervised import EXIT_RECYCLE, STOP_SIGNALS
 from gq.connection import redact_url
 from gq.errors import ConfigurationError
 from gq.options import ConsumerOptions
@@ -286,7 +288,8 @@ class Supervisor:
         slot.restart_at = None
         slot.started = time.monotonic()
         try:
-            slot.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+            with stop_signals_blocked():
+                slot.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         except OSError as exc:  # no memory, no pids left: as good as dying at start
             log.error("slot %d: cannot start a child: %s", slot.index, exc)
             self._crashed(slot, 0.0)
@@ -348,6 +351,18 @@ class Supervisor:
         for slot in self.slots:
             if slot.restart_at is not None and slot.restart_at <= now and not self.stopping:
                 self._spawn(slot)
+
+
+@contextlib.contextmanager
+def stop_signals_blocked() -> Iterator[None]:
+    """Block the stop signals around starting a child, which inherits the mask across
+    exec and unblocks them once its handlers are in place (supervised.Child.consume):
+    a SIGTERM sent while it imports waits for it instead of killing it mid-start."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def describe(code: int) -> str:
