@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -23,6 +24,14 @@ import psutil
 import pytest
 
 import gq
+from gq.cli.supervisor import (
+    MAX_START_FAILURES,
+    STABLE_SECONDS,
+    START_SECONDS,
+    Supervisor,
+    describe,
+)
+from gq.cli.worker import supervises
 from gq.redis_queue import RedisQueue
 from tests.cli_support import ROOT, WORKER, env_for, log_lines, run
 from tests.helpers import RedisServer, delete_keys, wait_until
@@ -362,3 +371,61 @@ def _child_rss_mib(start: Any) -> int:
     probe.proc.send_signal(signal.SIGTERM)
     assert probe.wait() == 0, probe.output
     return int(rss / 1024 / 1024)
+
+
+# -- the supervisor's bookkeeping, without processes ------------------------------------------
+
+
+def test_only_processes_without_a_supervisor_pid_routes_to_the_supervisor() -> None:
+    assert supervises(["h:f", "--processes", "2"])
+    assert supervises(["h:f", "--processes=2"])
+    assert not supervises(["h:f", "--processes", "2", "--supervisor-pid", "7"])  # a child
+    assert not supervises(["h:f", "--concurrency", "2"])
+
+
+def test_restart_backoff_grows_with_young_deaths_and_gives_up_at_the_limit() -> None:
+    boss = Supervisor(["h:f"], processes=1, burst=False)
+    slot = boss.slots[0]
+    delays = []
+    for _ in range(MAX_START_FAILURES - 1):
+        boss._crashed(slot, ran=0.5)
+        assert slot.restart_at is not None and boss.fatal is None
+        delays.append(slot.restart_at - time.monotonic())
+    # backoff(attempt) lies in [2**attempt / 2, 2**attempt): 0.5-1 s, 1-2 s, 2-4 s, 4-8 s.
+    for attempt, delay in enumerate(delays):
+        assert 2**attempt / 2 - 0.1 <= delay <= 2**attempt
+    boss._crashed(slot, ran=0.5)
+    assert boss.fatal == 1 and boss.stopping and slot.restart_at is None
+    assert boss.finished()
+
+
+def test_a_child_that_lived_resets_the_give_up_count_and_one_that_lived_long_the_backoff() -> None:
+    boss = Supervisor(["h:f"], processes=1, burst=False)
+    slot = boss.slots[0]
+    for _ in range(MAX_START_FAILURES - 1):
+        boss._crashed(slot, ran=0.5)
+    boss._crashed(slot, ran=START_SECONDS + 1)  # it started, then died
+    assert slot.young_deaths == 0 and slot.failures == MAX_START_FAILURES
+    assert boss.fatal is None
+    boss._crashed(slot, ran=STABLE_SECONDS + 1)  # it ran for a while
+    assert slot.failures == 1 and slot.restart_at is not None
+    assert slot.restart_at - time.monotonic() <= 1.0
+
+
+@pytest.mark.parametrize(
+    "codes, expected",
+    [([0, 0], 0), ([0, 155], 0), ([0, 1], 1), ([-9, 0], 1), ([None, 0], 1)],
+)
+def test_exit_code_is_0_only_when_every_child_stopped_cleanly(
+    codes: list[int | None], expected: int
+) -> None:
+    boss = Supervisor(["h:f"], processes=len(codes), burst=False)
+    for slot, code in zip(boss.slots, codes):
+        slot.last_code = code
+    assert boss.exit_code() == expected
+
+
+def test_exits_are_described_in_words() -> None:
+    assert describe(0) == "exited with code 0"
+    assert describe(155) == "recycled (exit code 155)"
+    assert describe(-signal.SIGKILL) == "killed by SIGKILL"
