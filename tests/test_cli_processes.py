@@ -8,6 +8,7 @@ lifted, short backoff); the others run the real ``gq-worker`` command.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -314,7 +315,20 @@ def test_a_sigkilled_child_is_replaced_and_its_jobs_recovered(start: Any, rq: Re
 def test_children_dying_at_start_make_it_give_up_with_exit_1(start: Any, rq: RedisQueue) -> None:
     enqueue(rq, 20, b"poison")  # each kills the child that runs it, at once
     supervisor = start("tests.fault_handlers:record", "--processes", "1", *FAST, command=LAUNCHER)
+    watched, cpu = psutil.Process(supervisor.proc.pid), [0.0]
+
+    def ended() -> bool:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = watched.cpu_times()  # still readable while it is a zombie
+            cpu[0] = times.user + times.system
+        return supervisor.proc.poll() is not None
+
+    wait_until(ended, 40, interval=0.05, message="the supervisor giving up")
     assert supervisor.wait() == 1, supervisor.output
+    # Its imports and checks cost a few tenths of a second; a loop spinning through the
+    # backoffs would add the seconds they last.
+    print(f"supervisor CPU: {cpu[0]:.2f} s")
+    assert cpu[0] < 1.5
     output = supervisor.output
     assert output.count("started child") == 5  # then it gave up: no endless loop
     assert output.count("restarting in") == 4
