@@ -68,7 +68,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "processes",
         "Run several worker processes under one supervisor (for handlers that need more\n"
-        "than one core). Each child is a full consumer with its own id.",
+        "than one core). Each child is a full consumer with its own id. The first signal\n"
+        "stops every child gracefully, a second at once. The supervisor exits 0 when every\n"
+        "child stopped cleanly, 2 or 3 as below before any child starts, 1 otherwise\n"
+        "(including children that keep dying at start).",
     )
     group.add_argument(
         "--processes",
