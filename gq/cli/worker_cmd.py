@@ -14,16 +14,7 @@ import gevent
 import redis
 
 import gq
-from gq.cli import (
-    EXIT_CODES_HELP,
-    EXIT_FATAL,
-    EXIT_OK,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    logs,
-    supervised,
-    supervisor,
-)
+from gq.cli import EXIT_CODES_HELP, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, logs
 from gq.cli.common import (
     CliError,
     Parser,
@@ -34,6 +25,8 @@ from gq.cli.common import (
 )
 from gq.cli.monitor import burst_loop, report_loop
 from gq.cli.options import add_option_flags, consumer_options
+from gq.cli.supervised import check_flags, child_for  # a child of --processes
+from gq.cli.supervisor import add_flags as add_process_flags
 from gq.connection import redact_url
 from gq.errors import ConfigurationError
 from gq.redis_queue import RedisQueue
@@ -87,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
     add_option_flags(parser)
-    supervisor.add_flags(parser)
+    add_process_flags(parser)
     return parser
 
 
@@ -103,7 +96,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    supervised.check_flags(args)
+    check_flags(args)
     queue = require_queue(args.queue)
     handler = load_handler(args.handler)
     try:
@@ -115,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
             EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {exc}"
         ) from None
     rq = open_queue(args.url, queue, max_connections=2)  # exit 3 if Redis is not there
-    child = supervised.child_for(args, consumer)  # None unless run by --processes
+    child = child_for(args, consumer)  # None unless run by --processes
     _log_start(args, consumer)
     watchers = _start_watchers(args, consumer, rq) + (child.start() if child else [])
     try:
