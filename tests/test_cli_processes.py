@@ -34,7 +34,7 @@ from gq.cli.supervisor import (
 )
 from gq.cli.worker import supervises
 from gq.redis_queue import RedisQueue
-from tests.cli_support import ROOT, WORKER, env_for, log_lines, run
+from tests.cli_support import ROOT, WORKER, closed_port_url, env_for, log_lines, run
 from tests.helpers import RedisServer, delete_keys, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -177,6 +177,14 @@ def test_a_usage_error_exits_2_before_any_child_starts(
     assert "Traceback" not in supervisor.output
     assert "started child" not in supervisor.output
     assert supervisor.children() == []
+
+
+def test_unreachable_redis_exits_3_before_any_child_starts(queue: str) -> None:
+    url = closed_port_url()
+    result = run(WORKER, "tests.handlers:record", "--processes", "2", "--url", url, "--queue", queue)
+    assert result.returncode == 3, result.stderr
+    assert f"cannot use Redis at {url}" in result.stderr
+    assert "started child" not in result.stderr
 
 
 def test_recycling_flags_need_processes(redis_server: RedisServer, queue: str) -> None:
