@@ -181,7 +181,8 @@ def test_a_usage_error_exits_2_before_any_child_starts(
 
 def test_unreachable_redis_exits_3_before_any_child_starts(queue: str) -> None:
     url = closed_port_url()
-    result = run(WORKER, "tests.handlers:record", "--processes", "2", "--url", url, "--queue", queue)
+    args = ["--processes", "2", "--url", url, "--queue", queue]
+    result = run(WORKER, "tests.handlers:record", *args)
     assert result.returncode == 3, result.stderr
     assert f"cannot use Redis at {url}" in result.stderr
     assert "started child" not in result.stderr
