@@ -4,7 +4,7 @@
 set -e
 cd "$(dirname "$0")"
 PY=.venvs/gq/bin/python
-for script in throughput.py io_bound.py latency.py enqueue.py peers.py; do
+for script in throughput.py io_bound.py latency.py enqueue.py peers.py processes.py; do
     echo "## $script $*"
     $PY "$script" "$@"
 done

@@ -143,6 +143,11 @@ class Consumer:
         """Ask for a graceful stop and return at once; never blocks, never raises."""
         self._stop_requested.set()
 
+    def stop_now(self) -> None:
+        """Stop without waiting for running handlers (``run`` then raises
+        ``ShutdownTimeoutError``; their jobs stay in flight for recovery); never blocks."""
+        self._stop_now()
+
     # -- the run --------------------------------------------------------------------------
 
     def _run(self, handler: Handler) -> None:

@@ -11,6 +11,12 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if supervises(args):  # the supervisor stays unpatched: it runs no consumer
+        from gq.cli.supervisor import main as supervise
+
+        sys.exit(supervise(args))
+
     from gevent import monkey
 
     monkey.patch_all()
@@ -18,6 +24,12 @@ def main(argv: list[str] | None = None) -> None:
     from gq.cli.worker_cmd import run
 
     sys.exit(run(argv))
+
+
+def supervises(argv: list[str]) -> bool:
+    """Whether ``argv`` asks for ``--processes`` (and is not one of its children)."""
+    flags = {arg.split("=", 1)[0] for arg in argv}
+    return "--processes" in flags and "--supervisor-pid" not in flags
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ from gq.cli.common import (
 )
 from gq.cli.monitor import burst_loop, report_loop
 from gq.cli.options import add_option_flags, consumer_options
+from gq.cli.supervised import check_flags, child_for  # a child of --processes
+from gq.cli.supervisor import add_flags as add_process_flags
 from gq.connection import redact_url
 from gq.errors import ConfigurationError
 from gq.redis_queue import RedisQueue
@@ -78,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
     add_option_flags(parser)
+    add_process_flags(parser)
     return parser
 
 
@@ -93,6 +96,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    check_flags(args)
     queue = queue_specs(args.queue)
     handler = load_handler(args.handler)
     try:
@@ -104,10 +108,12 @@ def _run(args: argparse.Namespace) -> int:
             EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {exc}"
         ) from None
     rq = open_queue(args.url, consumer.queue, max_connections=2)  # exit 3 if unreachable
+    child = child_for(args, consumer)  # None unless run by --processes
     _log_start(args, consumer)
-    watchers = _start_watchers(args, consumer, [RedisQueue(rq.client, q) for q in consumer.queues])
+    rqs = [RedisQueue(rq.client, name) for name in consumer.queues]
+    watchers = _start_watchers(args, consumer, rqs) + (child.start() if child else [])
     try:
-        consumer.consume(handler)
+        (child.consume if child else consumer.consume)(handler)
     except gq.PermissionDeniedError as exc:
         if exc.process is None:  # refused at start (the registration): as unreachable
             raise CliError(EXIT_UNREACHABLE, str(exc)) from None
@@ -120,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         gevent.killall(watchers)
         rq.client.close()
-    return EXIT_OK
+    return child.exit_code if child else EXIT_OK
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
