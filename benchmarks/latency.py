@@ -35,10 +35,10 @@ from gqbench import PYTHON, delete_queue, gq_drain
 import gq
 
 
-def run(url: str, n: int, send) -> dict:
+def run(url: str, n: int, send, buffer: str = "100") -> dict:
     queue = f"bench-lat-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "BENCH_N": str(n)}
-    proc = subprocess.Popen([PYTHON, str(WORKERS / "gq_worker.py"), url, queue, "100", "100",
+    proc = subprocess.Popen([PYTHON, str(WORKERS / "gq_worker.py"), url, queue, "100", buffer,
                              "latency"], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout.readline().strip() == "ready"

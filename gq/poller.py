@@ -3,10 +3,9 @@ came back (SPEC sections 5 and 9). One greenlet runs ``Poller.step`` in a loop.
 
 - **When**: when there is room (``Prefetch``), after a signal says a queue may have jobs
   (or at once after a full batch, whose signal is still there).
-- **How many**: a fixed buffer (curlyq's ``poller_buffer_size``) or "auto": enough to
-  keep the free handlers busy through one fetch round trip, never more than about
-  ``AUTO_HORIZON`` of work at the measured rate, at least 1 and at most
-  ``poller_buffer_max``.
+- **How many**: a fixed buffer (curlyq's ``poller_buffer_size``) or "auto": the free
+  handlers' worth, plus ``AUTO_HORIZON`` (100 ms) of work at the measured completion rate
+  held ahead, at least 1 and at most ``poller_buffer_max`` (docs/decisions.md).
 - **Which queue**: the only one; or, with several, the first that may have jobs (strict
   priority) or one drawn at random by weight among those (``--queue name:weight``).
 - **What came back**: decoded jobs go to the processor; bad data is discarded through the
@@ -55,13 +54,21 @@ class Source:
 
 
 class Prefetch:
-    """How many jobs the consumer may fetch now: ``room()`` (SPEC section 5)."""
+    """How many jobs the consumer may fetch now: ``room()`` (SPEC section 5).
+
+    "Auto" holds 100 ms of work ahead of the free handlers. That is more than a fetch
+    round trip's worth (the least that keeps handlers busy while a fetch is on the wire),
+    on purpose: with short jobs a batch's fixed cost dominates, and the noop drain reaches
+    the best fixed size's rate only with batches of several hundred; with long jobs 100 ms
+    is less than one job per handler, so nothing is hoarded. A new consumer knows no rate
+    and takes what its free handlers can start, so two consumers starting on one burst
+    share it.
+    """
 
     def __init__(self, opts: ConsumerOptions, processor: Processor) -> None:
         self._opts = opts
         self._processor = processor
         self._rate = 0.0  # jobs finished per second, smoothed
-        self._round_trip = 0.0  # seconds per fetch, smoothed
         self._since = time.monotonic()
         self._finished = 0
 
@@ -73,14 +80,12 @@ class Prefetch:
         return max(0, free + self.ahead() - processor.buffered())
 
     def ahead(self) -> int:
-        """Jobs to hold beyond the free handlers: a round trip's worth, twice over."""
-        opts = self._opts
-        horizon = max(1, min(opts.poller_buffer_max, math.ceil(self._rate * AUTO_HORIZON)))
-        return max(1, min(horizon, math.ceil(self._rate * self._round_trip * 2)))
+        """Jobs to hold beyond the free handlers: AUTO_HORIZON of work, 1 to the maximum."""
+        held = math.ceil(self._rate * AUTO_HORIZON)
+        return max(1, min(self._opts.poller_buffer_max, held))
 
-    def measured(self, round_trip: float) -> None:
-        """After a fetch: update the round trip and the completion rate."""
-        self._round_trip = _smooth(self._round_trip, round_trip)
+    def measured(self) -> None:
+        """After a fetch: update the completion rate (over RATE_WINDOW at least)."""
         now = time.monotonic()
         elapsed = now - self._since
         if elapsed >= RATE_WINDOW:
@@ -162,9 +167,8 @@ class Poller:
         count = min(self.prefetch.room(), MAX_BATCH)
         source.more_ready = False
         source.fetch_unsure = True  # until its jobs are buffered or discarded
-        started = time.monotonic()
         fetched = source.queue.fetch(self._consumer_id, count, idle=processor.idle())
-        self.prefetch.measured(time.monotonic() - started)
+        self.prefetch.measured()
         self._isolate = fetched.suspect
         # A batch cut short before a suspect leaves jobs behind it: look again at once.
         source.more_ready = len(fetched) == count or fetched.suspect

@@ -27,7 +27,8 @@ if os.environ.get("BENCH_NO_WATCHDOG"):  # gevent's monitor thread (and its trac
 
 
 def main() -> None:
-    url, queue, concurrency, buffer = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    url, queue, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    buffer: int | str = "auto" if sys.argv[4] == "auto" else int(sys.argv[4])
     latency = len(sys.argv) > 5 and sys.argv[5] == "latency"
     probe = Probe()
     sleep = probe.sleep
