@@ -285,20 +285,22 @@ class Consumer:
 
     def _tick(self) -> None:
         """Prove to the thread heartbeat that the hub runs, and notice when it did not run
-        for longer than the consumer timeout (C code that held it, a SIGSTOP)."""
+        for half the consumer timeout or more (C code that held it, a SIGSTOP): the lease
+        ends between the consumer timeout and the timeout plus the heartbeat interval
+        after the last beat, and the last beat may be an interval old already."""
         last = time.monotonic()
         while True:
             gevent.sleep(min(TICK_SECONDS, self.opts.heartbeat_poll_interval / 4))
             now = time.monotonic()
             if self._thread_heartbeat is not None:
                 self._thread_heartbeat.last = now
-            if now - last > self.opts.custodian_consumer_timeout:
+            if now - last > self.opts.custodian_consumer_timeout / 2:
                 self._after_freeze(now - last)
             last = now
 
     def _after_freeze(self, seconds: float) -> None:
-        """After the hub stood still past the consumer timeout, other consumers may have
-        recovered this one's jobs: register again, and drop the buffered jobs that are no
+        """After the hub stood still that long, other consumers may have recovered this
+        one's jobs: register again, and drop the buffered jobs that are no
         longer in this consumer's in-flight set (they run elsewhere now). Running jobs that
         were recovered finish here too, but every write for them (ack, retry, kill) finds
         them gone from the in-flight set and changes nothing."""
@@ -313,10 +315,10 @@ class Consumer:
         keep = lambda job: (job.queue, job.id) in owned  # noqa: E731
         dropped = processor.drop_buffered(keep) if processor else []
         log.warning(
-            "%s: the hub stood still for %.1f s (blocked, or the process was stopped), "
-            "longer than the consumer timeout: other consumers may have recovered its jobs; "
-            "dropped %d buffered job(s) no longer its own; running jobs no longer its own "
-            "will not be acknowledged",
+            "%s: the hub stood still for %.1f s (blocked, or the process was stopped), so "
+            "the lease may have ended and other consumers recovered its jobs: dropped %d "
+            "buffered job(s) no longer its own; running jobs no longer its own will not be "
+            "acknowledged",
             self.context,
             seconds,
             len(dropped),
