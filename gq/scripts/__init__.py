@@ -28,6 +28,7 @@ NAMES = (
     "backlog",
     "retry_dead",
     "delete_jobs",
+    "periodic",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)
