@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     )
     from gq.job import Job
     from gq.options import ConsumerOptions
+    from gq.periodic import Periodic
     from gq.producer import Producer
 
 __version__ = "0.1.0"
@@ -39,6 +40,7 @@ __all__ = [
     "KillJobError",
     "MaxBackoffExceededError",
     "MessageTooLargeError",
+    "Periodic",
     "Producer",
     "QueueFullError",
     "RetryJobError",
@@ -52,6 +54,7 @@ _MODULES = {
     "Producer": "gq.producer",
     "Job": "gq.job",
     "ConsumerOptions": "gq.options",
+    "Periodic": "gq.periodic",
 }
 
 
