@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Callable
 
 from gq import job as jobs
 from gq.periodic import Periodic
@@ -35,8 +36,15 @@ class PeriodicRunner:
     """Proposes each schedule's due occurrence to Redis; ``step`` is one pass of the loop
     and ``delay`` how long the loop may sleep before the next occurrence."""
 
-    def __init__(self, queue: RedisQueue, schedules: Sequence[Periodic], context: str) -> None:
+    def __init__(
+        self,
+        queue: RedisQueue,
+        schedules: Sequence[Periodic],
+        context: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._queue = queue
+        self._clock = clock  # monotonic; a test passes one it controls
         self.schedules = list(schedules)
         self._context = context
         self._cursor: dict[str, int | None] = {s.name: None for s in self.schedules}
@@ -49,10 +57,10 @@ class PeriodicRunner:
         if self._offset is None:
             self._sync(self._queue.server_time())
         assert self._offset is not None
-        return time.monotonic() + self._offset
+        return self._clock() + self._offset
 
     def _sync(self, server_now: float) -> None:
-        self._offset = server_now - time.monotonic()
+        self._offset = server_now - self._clock()
 
     def step(self) -> bool:
         for schedule in self.schedules:
