@@ -29,10 +29,10 @@ if not on_time and now >= tonumber(ARGV[3]) then return reply('stale', cursor) e
 
 -- Not rolled back on error: refuse before the first write if a key has the wrong type.
 local wanted = {'hash', 'hash', 'hash', 'hash', 'list', 'list'}
-for i = 1, 6 do
-  local t = redis.call('TYPE', KEYS[i]).ok
-  if t ~= 'none' and t ~= wanted[i] then
-    error('GQWRONGTYPE ' .. KEYS[i] .. ' is a ' .. t .. ', not a ' .. wanted[i])
+for k = 1, 6 do
+  local t = redis.call('TYPE', KEYS[k]).ok
+  if t ~= 'none' and t ~= wanted[k] then
+    error('GQWRONGTYPE ' .. KEYS[k] .. ' is a ' .. t .. ', not a ' .. wanted[k])
   end
 end
 
