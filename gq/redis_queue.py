@@ -432,6 +432,9 @@ class RedisQueue:
             k.consumers,
             k.signal,
             k.recovered,
+            k.periodic,
+            k.periodic_rules,
+            k.periodic_enqueued,
             *(_text(member) for member in members),
         ]
         pipe = self.client.pipeline(transaction=False)

@@ -473,9 +473,7 @@ def test_gq_periodic_list_shows_rule_time_zone_last_and_next(
     last = nightly.latest(now)
     assert last is not None
     rq.enqueue_periodic(
-        PeriodicOccurrence(
-            "nightly", last, nightly.next_after(last), "x", b"m", nightly.rule, 1e9
-        )
+        PeriodicOccurrence("nightly", last, nightly.next_after(last), "x", b"m", nightly.rule, 1e9)
     )
     env = env_for(redis_server.url, queue)
     text = run(ADMIN, "periodic", "list", env=env)
