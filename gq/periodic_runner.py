@@ -50,6 +50,7 @@ class PeriodicRunner:
         self._cursor: dict[str, int | None] = {s.name: None for s in self.schedules}
         self._due: dict[str, float] = {s.name: 0.0 for s in self.schedules}  # server time
         self._offset: float | None = None  # server time - time.monotonic()
+        self._loaded = False  # the cursors were read from Redis
         self.enqueued = 0
 
     def now(self) -> float:
@@ -63,10 +64,18 @@ class PeriodicRunner:
         self._offset = server_now - self._clock()
 
     def step(self) -> bool:
+        if not self._loaded:  # the cursors first: a restart must not skip what is on time
+            self._load()
         for schedule in self.schedules:
             if self._due[schedule.name] <= self.now():
                 self._run(schedule)
         return False
+
+    def _load(self) -> None:
+        state = self._queue.periodic_state()
+        for name in self._cursor:
+            self._cursor[name] = state[name][1] if name in state else None
+        self._loaded = True
 
     def delay(self, cap: float) -> float:
         """Seconds until the next occurrence is due, at most ``cap``."""
@@ -77,39 +86,44 @@ class PeriodicRunner:
 
     def _run(self, schedule: Periodic) -> None:
         name = schedule.name
+        stale: int | None = None  # the occurrence the script found too late, if any
         for _ in range(MAX_CALLS):
-            occurrence = self._candidate(schedule, self.now())
+            occurrence = self._candidate(schedule, self.now(), catch_up=stale is not None)
             if occurrence is None:
                 break
             reply = self._propose(schedule, occurrence)
             if reply.outcome == "early":  # this consumer's view ran ahead: wait for it
                 self._due[name] = occurrence
                 return
+            if stale is not None and reply.outcome in ("enqueued", "duplicate"):
+                self._report_missed(schedule, stale, occurrence)
+            stale = occurrence if reply.outcome == "stale" else None
         cursor = self._cursor[name]
         self._due[name] = schedule.next_after(self.now() if cursor is None else cursor)
 
-    def _candidate(self, schedule: Periodic, now: float) -> int | None:
-        """The occurrence to propose: the one after the cursor while it is on time, else
-        the most recent one (the missed ones in between are not replayed)."""
+    def _candidate(self, schedule: Periodic, now: float, *, catch_up: bool) -> int | None:
+        """The occurrence to propose: the one after the cursor, or the most recent one
+        once the script said that one is too late (missed ones are not replayed). The
+        decision is the script's, on the server's clock and the true cursor: this
+        consumer's view of the cursor may be behind."""
         latest = schedule.latest(now)
         cursor = self._cursor[schedule.name]
         if latest is None or (cursor is not None and latest <= cursor):
             return None
-        if cursor is None:
-            return latest  # not known yet: the script tells (and decides) on the first call
-        following = schedule.next_after(cursor)
-        if now - following <= LATE_LIMIT:
-            return following
+        if cursor is None or catch_up:
+            return latest
+        return schedule.next_after(cursor)
+
+    def _report_missed(self, schedule: Periodic, first: int, enqueued: int) -> None:
         log.warning(
-            "%s: periodic %s: no consumer enqueued the occurrences from %d to %d in time; "
-            "only the most recent, %d, runs",
+            "%s: periodic %s: no consumer enqueued the occurrences from %d until %d in "
+            "time (missed); only the most recent, %d, runs",
             self._context,
             schedule.name,
-            following,
-            latest,
-            latest,
+            first,
+            enqueued,
+            enqueued,
         )
-        return latest
 
     def _propose(self, schedule: Periodic, occurrence: int) -> PeriodicReply:
         job_id = schedule.job_id(occurrence)

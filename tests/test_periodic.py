@@ -391,6 +391,37 @@ def test_after_an_outage_only_the_most_recent_missed_occurrence_runs_once(
     assert len(queued(backend)) == 3
 
 
+def test_a_consumer_that_restarts_quickly_enqueues_the_occurrences_it_was_away_for(
+    fake_clock: tuple[FakeClock, FakeBackend],
+) -> None:
+    clock, backend = fake_clock
+    rq = RedisQueue(backend.client(), backend.queue)
+    clock.now = 1_800_000_000.1
+    PeriodicRunner(rq, every_second(), "before", clock=clock).step()
+    clock.now += 3.5  # restarted 3.5 s later: three occurrences late, within the limit
+    PeriodicRunner(rq, every_second(), "after", clock=clock).step()
+    assert queued(backend) == [f"periodic:tick:{1_800_000_000 + i}" for i in range(4)]
+
+
+def test_a_consumer_whose_view_is_behind_neither_repeats_nor_reports_a_miss(
+    fake_clock: tuple[FakeClock, FakeBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, backend = fake_clock
+    rq = RedisQueue(backend.client(), backend.queue)
+    slow = PeriodicRunner(rq, every_second(), "slow", clock=clock)
+    fast = PeriodicRunner(rq, every_second(), "fast", clock=clock)
+    clock.now = 1_800_000_000.1
+    slow.step()
+    for _ in range(30):  # the slow consumer is blocked while the fast one runs them all
+        clock.now += 1
+        fast.step()
+    with caplog.at_level(logging.WARNING, logger="gq.periodic"):
+        slow.step()  # its cursor is 30 s old: it learns the true one from the script
+    assert_consecutive(queued(backend))
+    assert len(queued(backend)) == 31
+    assert "missed" not in caplog.text
+
+
 def test_the_runner_sleeps_until_the_next_occurrence(
     fake_clock: tuple[FakeClock, FakeBackend],
 ) -> None:
