@@ -72,9 +72,7 @@ class PeriodicRunner:
         return False
 
     def _load(self) -> None:
-        state = self._queue.periodic_state()
-        for name in self._cursor:
-            self._cursor[name] = state[name][1] if name in state else None
+        self._cursor.update(self._queue.periodic_cursors(list(self._cursor)))
         self._loaded = True
 
     def delay(self, cap: float) -> float:

@@ -471,6 +471,11 @@ class RedisQueue:
             for name in sorted({*rules, *cursors, *enqueued})
         }
 
+    def periodic_cursors(self, names: Sequence[str]) -> dict[str, int | None]:
+        """The cursor (last occurrence handled) of each named schedule, None if it has none."""
+        values = self.client.hmget(self.keys.periodic, list(names)) if names else []
+        return {name: _int(_text(v) if v is not None else None) for name, v in zip(names, values)}
+
     def delete_periodic(self, names: Sequence[str]) -> int:
         """Forget periodic schedules (a consumer that still has one starts it afresh);
         the count of names that were known."""

@@ -529,3 +529,30 @@ def test_gq_periodic_list_shows_rule_time_zone_last_and_next(
     assert deleted.stdout.splitlines() == ["nightly: forgotten", "nope: not found"]
     empty = run(ADMIN, "periodic", "list", env=env)
     assert empty.stdout.strip() == f"no periodic schedules on queue {queue}"
+
+
+@pytest.mark.timeout(60)
+def test_an_acl_user_limited_to_the_queue_runs_periodic_jobs_and_lists_them(
+    redis_server: RedisServer,
+) -> None:
+    from tests.test_tls_acl import acl_rule  # the rule docs/deployment.md gives
+
+    queue = "{" + f"acl-periodic-{time.time_ns()}" + "}"
+    user = f"gq-periodic-{time.time_ns()}"
+    admin = redis_server.client()
+    admin.execute_command("ACL", "SETUSER", user, *acl_rule(queue, "s3cret"))
+    url = f"redis://{user}:s3cret@{redis_server.host}:{redis_server.port}/{redis_server.db}"
+    ran: list[str] = []
+    consumer = gq.Consumer(queue, url=url, periodic=every_second())
+    try:
+        greenlets = start([consumer], lambda job: ran.append(job.id))
+        wait_until(lambda: len(ran) >= 2, 20, message="two occurrences")
+        stop([consumer], greenlets)
+        assert_consecutive(ran)
+        listed = run(ADMIN, "periodic", "list", "--json", env=env_for(url, queue))
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout)["name"] == "tick"
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+        delete_keys(admin, f"{queue}*")
+        admin.close()
