@@ -169,6 +169,8 @@ class Periodic:
 
 def check_schedule(schedule: Any) -> list[Periodic]:
     """A list of ``Periodic`` with distinct names, or ConfigurationError saying what is wrong."""
+    if schedule is None:
+        return []
     if isinstance(schedule, (str, bytes)) or not isinstance(schedule, (list, tuple)):
         raise ConfigurationError(
             f"periodic must be a list of gq.Periodic, not {type(schedule).__name__}"
