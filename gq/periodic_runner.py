@@ -51,7 +51,8 @@ class PeriodicRunner:
         self._due: dict[str, float] = {s.name: 0.0 for s in self.schedules}  # server time
         self._offset: float | None = None  # server time - time.monotonic()
         self._loaded = False  # the cursors were read from Redis
-        self.enqueued = 0
+        self.enqueued = 0  # occurrences this consumer enqueued
+        self.proposed = 0  # script calls (the others answer "done" to most of them)
 
     def now(self) -> float:
         """The Redis server's time, as last heard from it and carried on the monotonic clock."""
@@ -137,6 +138,7 @@ class PeriodicRunner:
                 LATE_LIMIT,
             )
         )
+        self.proposed += 1
         self._sync(reply.server_now)
         self._cursor[schedule.name] = reply.cursor
         self._report(schedule, occurrence, reply)

@@ -246,7 +246,10 @@ def test_three_consumers_enqueue_every_occurrence_exactly_once(backend: Backend)
     wait_until(lambda: len(ran) >= 5, 20, message="five occurrences")
     stop(consumers, greenlets)
     times = assert_consecutive(ran)
-    assert sum(c._periodic.enqueued for c in consumers if c._periodic) == len(ran)
+    runners = [c._periodic for c in consumers if c._periodic]
+    assert sum(r.enqueued for r in runners) == len(ran)
+    # Every consumer proposed the occurrences: most proposals lost to another's.
+    assert sum(r.proposed for r in runners) >= 2 * len(ran)
     assert RedisQueue(backend.direct(), backend.queue).periodic_state()["tick"][1] == times[-1]
 
 
@@ -492,7 +495,6 @@ def test_three_worker_processes_enqueue_every_occurrence_exactly_once(
     assert_consecutive(ids)
     enqueued = sum(w.output.count("periodic tick: enqueued job") for w in workers)
     assert enqueued == len(ids)
-    assert sum(1 for w in workers if "periodic tick: enqueued job" in w.output) >= 1
 
 
 def test_gq_periodic_list_shows_rule_time_zone_last_and_next(
