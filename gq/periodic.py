@@ -146,8 +146,7 @@ class Periodic:
         """The most recent occurrence at or before ``now`` (None if none in 50 years)."""
         if self.period is not None:
             return math.floor(now) // self.period * self.period
-        # cronsim's reverse iteration starts strictly before its start: one second past now.
-        return self._cron_step(math.floor(now) + 1, reverse=True)
+        return self._cron_latest(math.floor(now))
 
     def next_after(self, when: float) -> int:
         """The first occurrence strictly after ``when`` (NEVER if none in 50 years)."""
@@ -155,10 +154,24 @@ class Periodic:
             return (math.floor(when) // self.period + 1) * self.period
         return self._cron_step(math.floor(when), reverse=False) or NEVER
 
+    def _cron_latest(self, now: int) -> int | None:
+        # Reverse iteration from one second past now; cronsim before 2.8 (the versions
+        # Python < 3.11 gets) skips the start's own minute there, so step forward while
+        # a later occurrence is still at or before now.
+        found = self._cron_step(now + 1, reverse=True)
+        while found is not None:
+            following = self._cron_step(found, reverse=False)
+            if following is None or following <= found or following > now:
+                break
+            found = following
+        return found
+
     def _cron_step(self, start: int, *, reverse: bool) -> int | None:
         lib = _cronsim()
         try:
-            found = next(lib.CronSim(self.cron, datetime.fromtimestamp(start, self.zone), reverse))
+            found = next(
+                lib.CronSim(self.cron, datetime.fromtimestamp(start, self.zone), reverse=reverse)
+            )
         except StopIteration:
             return None
         return int(found.timestamp())
