@@ -104,6 +104,7 @@ def test_cron_occurrences_are_whole_minutes_in_the_rule_time_zone() -> None:
     # 2026-07-01 03:00 EDT is 07:00 UTC.
     assert schedule.next_after(utc(2026, 7, 1, 6, 0)) == utc(2026, 7, 1, 7, 0)
     assert schedule.latest(utc(2026, 7, 1, 7, 0)) == utc(2026, 7, 1, 7, 0)
+    assert schedule.latest(utc(2026, 7, 1, 7, 0, 30)) == utc(2026, 7, 1, 7, 0)
     assert schedule.latest(utc(2026, 7, 1, 6, 59, 59)) == utc(2026, 6, 30, 7, 0)
 
 
