@@ -142,6 +142,11 @@ class Periodic:
             return f"every\t{self.period}\tUTC"
         return f"cron\t{self.cron}\t{self.tz}"
 
+    @property
+    def summary(self) -> str:
+        """The rule for a human: "every 30s" or "0 3 * * * Europe/Paris"."""
+        return f"every {self.period}s" if self.period is not None else f"{self.cron} {self.tz}"
+
     def latest(self, now: float) -> int | None:
         """The most recent occurrence at or before ``now`` (None if none in 50 years)."""
         if self.period is not None:

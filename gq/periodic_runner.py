@@ -74,6 +74,11 @@ class PeriodicRunner:
 
     def _load(self) -> None:
         self._cursor.update(self._queue.periodic_cursors(list(self._cursor)))
+        log.info(
+            "%s: periodic schedules: %s",
+            self._context,
+            ", ".join(f"{s.name} ({s.summary})" for s in self.schedules),
+        )
         self._loaded = True
 
     def delay(self, cap: float) -> float:
