@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from gq.job import Job
     from gq.options import ConsumerOptions
+    from gq.periodic import Periodic
     from gq.producer import Producer
 
 __version__ = "0.1.0"
@@ -41,6 +42,7 @@ __all__ = [
     "MaxBackoffExceededError",
     "MessageTooLargeError",
     "PermissionDeniedError",
+    "Periodic",
     "Producer",
     "QueueFullError",
     "RetryJobError",
@@ -54,6 +56,7 @@ _MODULES = {
     "Producer": "gq.producer",
     "Job": "gq.job",
     "ConsumerOptions": "gq.options",
+    "Periodic": "gq.periodic",
 }
 
 

@@ -21,6 +21,8 @@ from gq._config import check_queue_name, resolve_client
 from gq.errors import ConfigurationError, GQError, ShutdownTimeoutError
 from gq.loops import Loop, ThreadHeartbeat
 from gq.options import ConsumerOptions
+from gq.periodic import check_schedule
+from gq.periodic_runner import PeriodicRunner
 from gq.poller import Poller, Source
 from gq.processor import Handler, Processor, Stats
 from gq.redis_queue import DEAD_TRIM_BATCH, RedisQueue
@@ -56,6 +58,7 @@ class Consumer:
         *,
         url: str | None = None,
         client: redis.Redis | Any | None = None,
+        periodic: Any = (),
         **options: Any,
     ) -> None:
         weights = _queue_weights(queue)
@@ -80,6 +83,8 @@ class Consumer:
         self._queue = self._queues[self.queue]
         self.inflight_key = self._queue.keys.inflight(self.id)
         self.context = f"queue={','.join(self.queues)} consumer={self.id}"
+        schedules = check_schedule(periodic)  # a list of gq.Periodic (gq/periodic.py)
+        self._periodic = PeriodicRunner(self._queue, schedules, self.context) if schedules else None
         self.stats = Stats()
         self._stop_requested = Event()
         self._force = Event()
@@ -175,6 +180,14 @@ class Consumer:
                 "Custodian", self.custodian_step, lambda: opts.custodian_poll_interval, "custodian"
             ),
         }
+        periodic = self._periodic
+        if periodic is not None:  # sleeps until its next occurrence, at most the scheduler's
+            loops["Periodic"] = self._loop(
+                "Periodic",
+                periodic.step,
+                lambda: periodic.delay(opts.scheduler_poll_interval),
+                "scheduler",
+            )
         greenlets = {name: self._spawn(name, loop.run) for name, loop in loops.items()}
         greenlets["Acker"] = self._spawn("Acker", processor.run_acker)
         greenlets["Ticker"] = self._spawn("Ticker", self._tick)
@@ -221,9 +234,10 @@ class Consumer:
             return
         if self._thread_heartbeat is not None:
             self._thread_heartbeat.stop()  # before the deregister it could undo
-        for name in ("Heartbeat", "Scheduler", "Custodian"):
+        maintenance = [name for name in loops if name != "Poller"]  # Periodic too, if any
+        for name in maintenance:
             loops[name].stopping.set()
-        for name in ("Heartbeat", "Scheduler", "Custodian"):
+        for name in maintenance:
             self._wait_for(greenlets[name])
         try:
             for queue in self._queues.values():

@@ -40,6 +40,21 @@ class QueueKeys:
         """gq's own key: job id -> recoveries from crashed consumers in a row."""
         return f"{self.name}:recovered"
 
+    @property
+    def periodic(self) -> str:
+        """gq's own key: periodic schedule name -> the last occurrence handled (its cursor)."""
+        return f"{self.name}:periodic"
+
+    @property
+    def periodic_rules(self) -> str:
+        """gq's own key: periodic schedule name -> the rule that set its cursor."""
+        return f"{self.name}:periodic:rules"
+
+    @property
+    def periodic_enqueued(self) -> str:
+        """gq's own key: periodic schedule name -> the last occurrence enqueued."""
+        return f"{self.name}:periodic:enqueued"
+
     def inflight(self, consumer_id: str) -> str:
         return f"{self.name}:inflight:{consumer_id}"
 

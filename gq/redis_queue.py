@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis
@@ -529,6 +530,9 @@ class RedisQueue:
             k.consumers,
             k.signal,
             k.recovered,
+            k.periodic,
+            k.periodic_rules,
+            k.periodic_enqueued,
             *(_text(member) for member in members),
         ]
         pipe = self.client.pipeline(transaction=False)
@@ -606,6 +610,51 @@ class RedisQueue:
         for (_, fields), values in zip(plan, pipe.execute()):
             counts.update((f, _count(v)) for f, v in zip(fields, values))
         return [(m, counts.get(f"done:{m}", 0), counts.get(f"failed:{m}", 0)) for m in starts]
+
+    # -- periodic jobs (gq/periodic.py) -------------------------------------------------
+
+    def enqueue_periodic(self, occurrence: PeriodicOccurrence) -> PeriodicReply:
+        """Enqueue one occurrence of a periodic schedule unless the script, on the server's
+        clock, finds it handled, early or too late (periodic.lua says which)."""
+        k = self.keys
+        keys = [k.periodic, k.periodic_rules, k.periodic_enqueued, k.data, k.active, k.signal]
+        o = occurrence
+        args = [o.name, o.at, o.following, o.job_id, o.message, o.rule, repr(float(o.late_limit))]
+        with _full_queue_errors():
+            outcome, now, cursor = self._run("periodic", keys, args)
+        return PeriodicReply(
+            _text(outcome), float(now), None if cursor is None else int(_text(cursor))
+        )
+
+    def periodic_state(self) -> dict[str, tuple[str | None, int | None, int | None]]:
+        """Each periodic schedule this queue knows: name -> (rule text, cursor, last enqueued)."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        for key in (k.periodic_rules, k.periodic, k.periodic_enqueued):
+            pipe.hgetall(key)
+        rules, cursors, enqueued = (
+            {_text(name): _text(value) for name, value in reply.items()} for reply in pipe.execute()
+        )
+        return {
+            name: (rules.get(name), _int(cursors.get(name)), _int(enqueued.get(name)))
+            for name in sorted({*rules, *cursors, *enqueued})
+        }
+
+    def periodic_cursors(self, names: Sequence[str]) -> dict[str, int | None]:
+        """The cursor (last occurrence handled) of each named schedule, None if it has none."""
+        values = self.client.hmget(self.keys.periodic, list(names)) if names else []
+        return {name: _int(_text(v) if v is not None else None) for name, v in zip(names, values)}
+
+    def delete_periodic(self, names: Sequence[str]) -> int:
+        """Forget periodic schedules (a consumer that still has one starts it afresh);
+        the count of names that were known."""
+        if not names:
+            return 0
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        for key in (k.periodic, k.periodic_rules, k.periodic_enqueued):
+            pipe.hdel(key, *names)
+        return max(int(n) for n in pipe.execute())
 
 
 def registered_queues(client: Any, limit: int = MAX_REGISTERED_QUEUES) -> list[str]:
@@ -724,3 +773,30 @@ class AsyncRedisQueue:
         for args in batches:
             await script(keys=keys, args=args, client=pipe)
         return list(await pipe.execute())
+
+
+def _int(value: str | None) -> int | None:
+    return None if value is None else int(float(value))
+
+
+@dataclass(frozen=True)
+class PeriodicOccurrence:
+    """What a consumer proposes to enqueue: schedule ``name``'s occurrence ``at`` (unix
+    seconds), the occurrence after it, the job, the rule text and the catch-up limit."""
+
+    name: str
+    at: int
+    following: int
+    job_id: str
+    message: bytes
+    rule: str
+    late_limit: float
+
+
+@dataclass(frozen=True)
+class PeriodicReply:
+    """The script's answer: its outcome, the server's time, the cursor after the call."""
+
+    outcome: str
+    server_now: float
+    cursor: int | None

@@ -230,3 +230,26 @@ def _slot(queue: str) -> int:
     from redis.crc import key_slot
 
     return int(key_slot(f"{queue}:data".encode()))
+
+
+@pytest.mark.timeout(60)
+def test_periodic_occurrences_are_enqueued_once_each_on_a_cluster(cluster: Cluster) -> None:
+    queue = "{" + unique("periodic") + "}"
+    ran: list[str] = []
+    schedule = [gq.Periodic("tick", every=1)]
+    consumers = [gq.Consumer(queue, url=cluster.url, periodic=schedule, **FAST) for _ in range(2)]
+    greenlets = [gevent.spawn(c.run, lambda job: ran.append(job.id)) for c in consumers]
+    try:
+        wait_until(lambda: len(ran) >= 3, 20, message="three occurrences")
+    finally:
+        for consumer in consumers:
+            consumer.stop()
+        gevent.joinall(greenlets, timeout=15)
+    times = sorted(int(job_id.rsplit(":", 1)[1]) for job_id in ran)
+    assert times == list(range(times[0], times[0] + len(ran)))  # each once, none skipped
+    listed = run(ADMIN, "periodic", "list", "--json", env=env_for(cluster.url, queue))
+    assert listed.returncode == 0, listed.stderr
+    assert '"name": "tick"' in listed.stdout
+    client = cluster.client()
+    RedisQueue(client, queue).delete_queue()
+    client.close()

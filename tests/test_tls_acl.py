@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ACL_COMMANDS = (
     "+ping +select +time +evalsha +eval +script|load +script|exists "
     "+blmove +lmove +brpoplpush +del +exists +type "
-    "+hdel +hexists +hget +hincrby +hmget +hscan +hset +hsetnx "
+    "+hdel +hexists +hget +hgetall +hincrby +hmget +hscan +hset +hsetnx "
     "+llen +lindex +lpush +rpush +lrange +ltrim +sadd +scard +smembers +spop +srem "
     "+zadd +zcard +zcount +zrange +zrangebyscore +zrem +zscore"
 )

@@ -11,7 +11,7 @@ from typing import Callable
 import redis
 
 import gq
-from gq.cli import EXIT_FATAL, dashboard_cmd, demo, jobs_cmd, logs, status
+from gq.cli import EXIT_FATAL, dashboard_cmd, demo, jobs_cmd, logs, periodic_cmd, status
 from gq.cli.common import (
     CliError,
     Parser,
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_job_set(commands, conn, "scheduled", jobs_cmd.scheduled_list, jobs_cmd.scheduled_delete)
     _add_consumers(commands, conn)
+    periodic_cmd.add_parser(commands, conn)
     demo.add_parser(commands)
     dashboard_cmd.add_parser(commands)
     return parser

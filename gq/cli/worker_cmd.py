@@ -25,6 +25,7 @@ from gq.cli.common import (
 )
 from gq.cli.monitor import burst_loop, report_loop
 from gq.cli.options import add_option_flags, consumer_options
+from gq.cli.periodic_cmd import add_worker_flag, load_schedules
 from gq.cli.supervised import check_flags, child_for  # a child of --processes
 from gq.cli.supervisor import add_flags as add_process_flags
 from gq.connection import redact_url
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="log done/failed/retried/killed and the rate this often; 0 turns it off; default 60",
     )
+    add_worker_flag(parser)
     parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
     add_option_flags(parser)
     add_process_flags(parser)
@@ -99,8 +101,9 @@ def _run(args: argparse.Namespace) -> int:
     check_flags(args)
     queue = queue_specs(args.queue)
     handler = load_handler(args.handler)
+    periodic = load_schedules(args.periodic)  # exit 2 if one is bad
     try:
-        consumer = gq.Consumer(queue, url=args.url, **consumer_options(args))
+        consumer = gq.Consumer(queue, url=args.url, periodic=periodic, **consumer_options(args))
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built

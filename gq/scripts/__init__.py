@@ -29,6 +29,7 @@ NAMES = (
     "retry_dead",
     "delete_jobs",
     "tidy",
+    "periodic",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)

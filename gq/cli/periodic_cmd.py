@@ -1,0 +1,139 @@
+"""Periodic jobs on the command line: ``gq-worker --periodic package.module:SCHEDULE`` and
+``gq periodic list|delete``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Any
+
+from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
+from gq.cli.common import CliError
+from gq.cli.formatting import local_time, print_json_lines, relative, table
+from gq.errors import ConfigurationError
+from gq.periodic import Periodic, ScheduleInfo, check_schedule, describe
+from gq.redis_queue import RedisQueue
+
+# -- gq-worker --periodic ----------------------------------------------------------------
+
+
+def add_worker_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--periodic",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="a list of gq.Periodic (package.module:name) whose occurrences this worker "
+        "enqueues, each exactly once over all workers; may be repeated",
+    )
+
+
+def load_schedules(specs: list[str]) -> list[Periodic]:
+    """The schedules of every ``--periodic`` spec, as one list; CliError(2) if one is bad."""
+    found: list[Periodic] = []
+    for spec in specs:
+        found.extend(_checked(spec, _import(spec)))
+    try:
+        return check_schedule(found)  # distinct names across every spec
+    except ConfigurationError as exc:
+        raise CliError(EXIT_USAGE, f"--periodic: {exc}") from None
+
+
+def _import(spec: str) -> Any:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise CliError(EXIT_USAGE, f"--periodic must be package.module:name, not {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as for HANDLER
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:  # a bad rule in the module is a ConfigurationError here
+        raise CliError(
+            EXIT_USAGE, f"--periodic {spec}: cannot import {module_name!r}: {exc}"
+        ) from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise CliError(EXIT_USAGE, f"--periodic {spec}: {module_name} has no {attr!r}")
+        target = getattr(target, part)
+    return target
+
+
+def _checked(spec: str, schedule: Any) -> list[Periodic]:
+    try:
+        return check_schedule(schedule)
+    except ConfigurationError as exc:
+        raise CliError(EXIT_USAGE, f"--periodic {spec}: {exc}") from None
+
+
+# -- gq periodic list|delete -------------------------------------------------------------
+
+
+def add_parser(commands: Any, conn: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "periodic",
+        help="list or forget the periodic schedules of a queue",
+        description="List or forget the periodic schedules of a queue.",
+        allow_abbrev=False,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    lister = actions.add_parser(
+        "list",
+        help="each schedule: rule, time zone, last and next occurrence",
+        description="Each schedule the queue's consumers run: rule, time zone, last "
+        "occurrence enqueued and the next one.",
+        parents=[conn],
+        allow_abbrev=False,
+    )
+    lister.add_argument("--json", action="store_true", help="one JSON object a line")
+    lister.set_defaults(func=list_schedules)
+    deleter = actions.add_parser(
+        "delete",
+        help="forget schedules removed from the workers (one still run starts afresh)",
+        description="Forget schedules: their last occurrence and rule. A worker that "
+        "still has one starts it afresh, without catching up.",
+        parents=[conn],
+        allow_abbrev=False,
+    )
+    deleter.add_argument("names", nargs="+", metavar="NAME", help="schedule names")
+    deleter.set_defaults(func=delete_schedules)
+
+
+def list_schedules(args: argparse.Namespace, rq: RedisQueue) -> int:
+    infos = describe(rq)
+    if args.json:
+        print_json_lines([info.as_dict() for info in infos])
+        return EXIT_OK
+    if not infos:
+        print(f"no periodic schedules on queue {rq.keys.name}")
+        return EXIT_OK
+    now = rq.server_time()
+    print(table(("NAME", "RULE", "TZ", "LAST", "", "NEXT", ""), [_row(i, now) for i in infos]))
+    return EXIT_OK
+
+
+def _row(info: ScheduleInfo, now: float) -> tuple[str, ...]:
+    rule = f"every {info.rule}s" if info.kind == "every" else info.rule
+    return (
+        info.name,
+        rule,
+        info.tz or "-",
+        *_when(info.last, now),
+        *_when(info.next, now),
+    )
+
+
+def _when(when: int | None, now: float) -> tuple[str, str]:
+    if when is None:
+        return "-", ""
+    return local_time(when), f"({relative(when, now)})"
+
+
+def delete_schedules(args: argparse.Namespace, rq: RedisQueue) -> int:
+    names = list(dict.fromkeys(args.names))
+    known = set(rq.periodic_state())
+    rq.delete_periodic(names)
+    for name in names:
+        print(f"{name}: {'forgotten' if name in known else 'not found'}")
+    return EXIT_OK if all(name in known for name in names) else EXIT_FATAL
