@@ -17,10 +17,12 @@ from gevent.event import Event
 from gq import job as jobs
 from gq._config import check_queue_name, resolve_client
 from gq.errors import ConfigurationError, GQError, ShutdownTimeoutError
+from gq.facts import Reporter
 from gq.job import MessageDecodeError
 from gq.loops import Loop, ThreadHeartbeat
 from gq.options import ConsumerOptions
 from gq.processor import Handler, Processor, Stats
+from gq.recorder import Recorder
 from gq.redis_queue import MAX_BATCH, RedisQueue
 
 log = logging.getLogger("gq.consumer")
@@ -63,6 +65,9 @@ class Consumer:
         self.inflight_key = self._queue.keys.inflight(self.id)
         self.context = f"queue={self.queue} consumer={self.id}"
         self.stats = Stats()
+        # Counts outcomes for the facts, the history and (gq.metrics.enable) the metrics.
+        self.recorder = Recorder(self.queue)
+        self._reporter: Reporter | None = None
         self._stop_requested = Event()
         self._force = Event()
         self._fatal: BaseException | None = None
@@ -142,8 +147,9 @@ class Consumer:
         self._check_eviction_policy()
         self._start_thread_heartbeat()
         processor = self._processor = Processor(
-            self._queue, self.id, opts, handler, self._abort, self.context
+            self._queue, self.id, opts, handler, self._abort, self.context, self.recorder
         )
+        self._reporter = Reporter(self._queue, self.id, opts, self.recorder, self.context)
         self.stats = processor.stats
         loops = {
             "Poller": self._loop("Poller", self.poll_step, lambda: 0.0, "poller"),
@@ -208,6 +214,8 @@ class Consumer:
             loops[name].stopping.set()
         for name in ("Heartbeat", "Scheduler", "Custodian"):
             self._wait_for(greenlets[name])
+        if self._reporter is not None:
+            self._reporter.final()  # the last minutes' counts; never raises
         try:
             self._queue.deregister(self.id)
         except redis.RedisError as exc:
@@ -379,6 +387,8 @@ class Consumer:
 
     def heartbeat_step(self) -> bool:
         server_now = self._queue.register(self.id)
+        if self._reporter is not None:
+            self._reporter.beat(server_now)  # facts and history; never raises
         skew = time.time() - server_now
         if abs(skew) > CLOCK_SKEW_WARNING and not self._skew_warned:
             self._skew_warned = True
@@ -408,6 +418,7 @@ class Consumer:
             dead_max_age=opts.dead_max_age,
         )
         if moved:
+            self.recorder.recovered(moved)
             log.warning(
                 "%s: recovered %d job(s) from %d dead consumer(s)",
                 self.context,

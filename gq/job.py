@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 import msgpack
@@ -26,6 +26,7 @@ MAX_ERROR_CHARS = 2000
 _RAW_ID = ID_KEY.encode()
 _RAW_DATA = DATA_KEY.encode()
 _RAW_ATTEMPT = ATTEMPT_KEY.encode()
+_RAW_READY_AT = READY_AT_KEY.encode()
 _unpackb = msgpack.unpackb
 
 
@@ -40,6 +41,9 @@ class Job:
     id: str = ""
     data: bytes = b""
     attempt: int = 0
+    # When the job became ready to run (its message's ReadyAt, unix seconds), for the wait
+    # metric; None for curlyq's messages. Not part of a job's identity or its repr.
+    ready_at: float | None = field(default=None, compare=False, repr=False)
 
 
 JobLike = Union[Job, bytes, bytearray, memoryview]
@@ -94,8 +98,14 @@ def decode(raw: bytes) -> Job:
         data = obj.get(_RAW_DATA, b"")
         attempt = obj.get(_RAW_ATTEMPT, 0)
         if type(raw_id) is bytes and type(data) is bytes and type(attempt) is int and attempt >= 0:
+            ready_at = obj.get(_RAW_READY_AT)
             try:
-                return Job(raw_id.decode("utf-8"), data, attempt)
+                return Job(
+                    raw_id.decode("utf-8"),
+                    data,
+                    attempt,
+                    ready_at if type(ready_at) is float else None,
+                )
             except UnicodeDecodeError:
                 pass
     return _job_from_map(_unpack_map(raw))

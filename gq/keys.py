@@ -42,3 +42,16 @@ class QueueKeys:
 
     def inflight(self, consumer_id: str) -> str:
         return f"{self.name}:inflight:{consumer_id}"
+
+    def facts(self, consumer_id: str) -> str:
+        """gq's own key: JSON facts of a running consumer (host, pid, memory...), with a TTL."""
+        return f"{self.name}:facts:{consumer_id}"
+
+    def history(self, hour: int) -> str:
+        """gq's own key: jobs done and failed per minute during the hour starting at ``hour``."""
+        return f"{self.name}:history:{hour}"
+
+
+#: gq's own global key: the set of queue names that consumers work on, so that readers (the
+#: dashboard, ``gq metrics``) find the queues without KEYS. In its own slot on a cluster.
+REGISTRY = "gq:queues"

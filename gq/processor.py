@@ -23,6 +23,7 @@ from gq.backoff import backoff
 from gq.errors import AckJobError, GQError, JobTimeout, KillJobError, RetryJobError
 from gq.job import Job
 from gq.options import ConsumerOptions
+from gq.recorder import Recorder
 from gq.redis_queue import RedisQueue
 
 log = logging.getLogger("gq.processor")
@@ -155,11 +156,14 @@ class Processor:
         handler: Handler,
         on_fatal: Callable[[GQError], None],
         context: str,
+        recorder: Recorder | None = None,
     ) -> None:
         self._queue = queue
         self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
+        self.recorder = recorder or Recorder(queue.keys.name)
+        self.recorder.watch(self)
         self._on_fatal = on_fatal
         self._context = context
         self.buffer: Queue[Job] = Queue()
@@ -181,6 +185,7 @@ class Processor:
         held = self.held
         for job in done:
             held.discard(job.id)
+        self.recorder.done(len(done))
 
     def room(self) -> int:
         """How many more jobs the buffer may take (poller_buffer_size less those buffered)."""
@@ -265,6 +270,8 @@ class Processor:
 
     def execute(self, job: Job) -> None:
         timeout = self._opts.job_timeout
+        recorder = self.recorder
+        began = recorder.started(job)
         try:
             # A copy: what the handler does to its Job must not change what is stored.
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
@@ -276,8 +283,10 @@ class Processor:
         except gevent.GreenletExit:
             raise  # a forced stop: the job stays in flight for another consumer
         except BaseException as exc:  # the handler's failure, whatever it raised
+            recorder.finished(began)
             self._failed(job, exc)
         else:
+            recorder.finished(began)
             self.stats.done += 1
             self.acker.add(job)
 
@@ -316,6 +325,7 @@ class Processor:
             self.stats.retried += 1
         else:
             self.stats.killed += 1
+        self.recorder.failed("retried" if action == "retry" else "killed")
         self.held.discard(job.id)
         if not owned:
             _not_owned(self._context, job, action, resent)

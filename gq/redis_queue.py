@@ -7,8 +7,9 @@ builds a key or a Redis command.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis
@@ -16,7 +17,7 @@ from redis.commands.core import Script
 
 from gq import scripts, topology
 from gq.errors import ConfigurationError, QueueFullError
-from gq.keys import QueueKeys
+from gq.keys import REGISTRY, QueueKeys
 
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
 # batches are split into several calls sent in one pipeline.
@@ -437,3 +438,90 @@ class RedisQueue:
         for key in keys:  # one key per call: a cluster may hold them on different slots
             pipe.delete(key)
         return sum(int(n) for n in pipe.execute())
+
+    # -- observability: worker facts, throughput history, queue gauges (SPEC section 10) -
+
+    def report(
+        self,
+        consumer_id: str,
+        facts: str | None,
+        ttl: float,
+        history: Mapping[tuple[int, str], int],
+        history_ttl: int,
+    ) -> None:
+        """One pipelined round trip: add this queue to the registry, store this consumer's
+        facts (JSON) for ``ttl`` seconds (``facts=None`` deletes them), and add the
+        (minute, kind) counts to the hourly history keys, each kept ``history_ttl`` s.
+
+        Plain commands, not a script: the registry lives in another slot on a cluster."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(REGISTRY, self.keys.name)
+        if facts is None:
+            pipe.delete(self.keys.facts(consumer_id))
+        else:
+            pipe.set(self.keys.facts(consumer_id), facts, px=max(1, int(ttl * 1000)))
+        hours = set()
+        for (minute, kind), count in sorted(history.items()):
+            hour = minute // 3600 * 3600
+            hours.add(hour)
+            pipe.hincrby(self.keys.history(hour), f"{kind}:{minute}", count)
+        for hour in sorted(hours):
+            pipe.expire(self.keys.history(hour), history_ttl)
+        pipe.execute()
+
+    def facts(self, consumer_ids: Sequence[str]) -> list[bytes | None]:
+        """The stored facts (JSON) of each consumer, None where there are none."""
+        if not consumer_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for consumer_id in consumer_ids:
+            pipe.get(self.keys.facts(consumer_id))
+        return [None if value is None else bytes(value) for value in pipe.execute()]
+
+    def history(self, hours: Sequence[int]) -> dict[str, int]:
+        """The per-minute fields (``done:<minute>``, ``failed:<minute>``) of the given hours."""
+        pipe = self.client.pipeline(transaction=False)
+        for hour in hours:
+            pipe.hgetall(self.keys.history(hour))
+        merged: dict[str, int] = {}
+        for reply in pipe.execute():
+            merged.update({_text(field): int(value) for field, value in reply.items()})
+        return merged
+
+    def gauges(self, consumer_timeout: float) -> QueueGauges:
+        """The queue-wide numbers of a metrics scrape, in one atomic round trip."""
+        k = self.keys
+        keys = [k.active, k.scheduled, k.dead, k.data, k.consumers]
+        reply = self._run("gauges", keys, [repr(float(consumer_timeout))])
+        ready, scheduled, dead, stored, consumers, alive = (int(n) for n in reply[:6])
+        return QueueGauges(
+            ready=ready,
+            scheduled=scheduled,
+            dead=dead,
+            # A job in transition between two sets can make this dip for one scrape.
+            inflight=max(0, stored - ready - scheduled - dead),
+            consumers_alive=alive,
+            consumers_dead=consumers - alive,
+            head=bytes(reply[6]) if reply[6] else None,
+            now=float(reply[7]),
+        )
+
+
+@dataclass(frozen=True)
+class QueueGauges:
+    """What ``RedisQueue.gauges`` reads: job counts per state, consumers alive and dead,
+    the oldest ready job's message, and the server's time."""
+
+    ready: int
+    scheduled: int
+    dead: int
+    inflight: int
+    consumers_alive: int
+    consumers_dead: int
+    head: bytes | None
+    now: float
+
+
+def registered_queues(client: redis.Redis | Any) -> list[str]:
+    """The queue names in the registry (``gq:queues``), sorted."""
+    return sorted(_text(name) for name in client.smembers(REGISTRY))

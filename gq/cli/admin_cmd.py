@@ -11,7 +11,7 @@ from typing import Callable
 import redis
 
 import gq
-from gq.cli import EXIT_FATAL, demo, jobs_cmd, logs, status
+from gq.cli import EXIT_FATAL, demo, jobs_cmd, logs, metrics_cmd, status
 from gq.cli.common import (
     CliError,
     Parser,
@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_job_set(commands, conn, "scheduled", jobs_cmd.scheduled_list, jobs_cmd.scheduled_delete)
     _add_consumers(commands, conn)
     demo.add_parser(commands)
+    metrics_cmd.add_parser(commands)
     return parser
 
 
@@ -192,6 +193,8 @@ def run(argv: list[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return demo.run(args)
+        if args.command == "metrics":
+            return metrics_cmd.run(args)
         rq = open_queue(args.url, require_queue(args.queue))
         try:
             return int(args.func(args, rq))

@@ -14,7 +14,15 @@ import gevent
 import redis
 
 import gq
-from gq.cli import EXIT_CODES_HELP, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, logs
+from gq.cli import (
+    EXIT_CODES_HELP,
+    EXIT_FATAL,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    logs,
+    metrics_cmd,
+)
 from gq.cli.common import (
     CliError,
     Parser,
@@ -76,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="log done/failed/retried/killed and the rate this often; 0 turns it off; default 60",
     )
+    metrics_cmd.add_worker_flags(parser)
     parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
     add_option_flags(parser)
     return parser
@@ -105,6 +114,11 @@ def _run(args: argparse.Namespace) -> int:
         ) from None
     rq = open_queue(args.url, queue, max_connections=2)  # exit 3 if Redis is not there
     _log_start(args, consumer)
+    try:
+        server = metrics_cmd.start_worker_metrics(args, consumer)
+    except CliError:
+        rq.client.close()
+        raise
     watchers = _start_watchers(args, consumer, rq)
     try:
         consumer.consume(handler)
@@ -114,6 +128,8 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_FATAL
     finally:
         gevent.killall(watchers)
+        if server is not None:
+            server.stop(timeout=1)
         rq.client.close()
     return EXIT_OK
 

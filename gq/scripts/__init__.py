@@ -28,6 +28,7 @@ NAMES = (
     "backlog",
     "retry_dead",
     "delete_jobs",
+    "gauges",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)

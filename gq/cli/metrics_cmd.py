@@ -1,0 +1,142 @@
+"""Prometheus on the command line: ``gq-worker --metrics-port`` (the worker's own metrics)
+and ``gq metrics`` (the queue-wide gauges). The names live in ``gq.metrics``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+import gevent
+from gevent.event import Event
+
+from gq.cli import ENV_URL, EXIT_OK, EXIT_USAGE
+from gq.cli.common import CliError, duration, open_queue
+from gq.cli.logs import scrub, url_secrets
+from gq.connection import DEFAULT_URL, redact_url
+
+log = logging.getLogger("gq.worker")
+
+DEFAULT_HOST = "127.0.0.1"
+DESCRIPTION = """\
+Serve Prometheus gauges of whole queues at http://HOST:PORT/metrics: jobs ready,
+scheduled, in flight and dead, the oldest ready job's age, consumers alive and dead.
+One Redis round trip per queue per scrape. Without --queue, the queues are those the
+workers registered (gq:queues), read again at each scrape. Stops on SIGINT or SIGTERM.
+"""
+
+
+# -- gq-worker --metrics-port -------------------------------------------------------------
+
+
+def add_worker_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (needs gq[metrics])",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default=DEFAULT_HOST,
+        metavar="HOST",
+        help=f"address the metrics server binds to; default {DEFAULT_HOST}",
+    )
+
+
+def start_worker_metrics(args: argparse.Namespace, consumer: Any) -> Any:
+    """Count ``consumer``'s jobs and serve the metrics, if asked; the server or None."""
+    if args.metrics_port is None:
+        return None
+    from gq import metrics
+
+    try:
+        metrics.prometheus()
+    except metrics.MetricsUnavailableError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
+    metrics.enable(consumer)
+    server = _serve(args.metrics_host, args.metrics_port, None)
+    log.info("metrics at http://%s:%d/metrics", args.metrics_host, server.server_port)
+    return server
+
+
+def _serve(host: str, port: int, app: Any) -> Any:
+    from gq import metrics
+
+    try:
+        return metrics.serve(host, port, app)
+    except OSError as exc:
+        raise CliError(EXIT_USAGE, f"cannot serve metrics on {host}:{port}: {exc}") from None
+
+
+# -- gq metrics ------------------------------------------------------------------------------
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    help = "serve Prometheus gauges of whole queues (needs gq[metrics])"
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "metrics",
+        help=help,
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--url",
+        default=os.environ.get(ENV_URL) or DEFAULT_URL,
+        help=f"Redis URL; default ${ENV_URL}, else {DEFAULT_URL}",
+    )
+    parser.add_argument(
+        "--queue",
+        dest="queues",
+        action="extend",
+        nargs="+",
+        metavar="Q",
+        help="queues to export (repeatable); default: every registered queue",
+    )
+    parser.add_argument("--port", type=int, required=True, help="port to serve on")
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"default {DEFAULT_HOST}")
+    parser.add_argument(
+        "--consumer-timeout",
+        type=duration,
+        default=120.0,
+        metavar="SECONDS",
+        help="a consumer silent this long is dead (default 60 + 60)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from gq import metrics
+
+    try:
+        metrics.prometheus()
+    except metrics.MetricsUnavailableError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
+    # Reachable and accepted now (exit 3 if not); later failures are scrape errors.
+    rq = open_queue(args.url, (args.queues or ["gq-metrics-check"])[0])
+    app = metrics.queue_metrics_wsgi_app(rq.client, args.queues, args.consumer_timeout)
+    server = _serve(args.host, args.port, app)
+    print(
+        f"gq metrics: serving http://{args.host}:{server.server_port}/metrics for "
+        f"{', '.join(args.queues) if args.queues else 'the registered queues'} "
+        f"at {scrub(redact_url(args.url), url_secrets(args.url))}",
+        file=sys.stderr,
+        flush=True,
+    )
+    _wait_for_signal()
+    server.stop(timeout=5)
+    rq.client.close()
+    return EXIT_OK
+
+
+def _wait_for_signal() -> None:
+    stopping = Event()
+    watchers = [gevent.signal_handler(sig, stopping.set) for sig in (signal.SIGINT, signal.SIGTERM)]
+    try:
+        stopping.wait()
+    finally:
+        for watcher in watchers:
+            watcher.cancel()
