@@ -71,6 +71,7 @@ def prometheus() -> Any:
     """The prometheus_client module, or MetricsUnavailableError saying how to install it."""
     try:
         import prometheus_client
+        import prometheus_client.core  # the metric families of custom collectors
     except ImportError as exc:
         raise MetricsUnavailableError(INSTALL_HINT) from exc
     return prometheus_client
