@@ -26,6 +26,8 @@ MAX_BATCH = 1000
 EMBEDDED_POLL = 0.01
 # How often a consumer looks for jobs while Redis refuses the blocking wait (maxmemory).
 OOM_POLL = 0.5
+# History keys live 25 h after their last write (gq.facts.HISTORY_TTL): the hours to delete.
+HISTORY_KEEP_HOURS = 26
 
 T = TypeVar("T")
 
@@ -433,11 +435,21 @@ class RedisQueue:
             k.signal,
             k.recovered,
             *(_text(member) for member in members),
+            *self._observability_keys([_text(member) for member in members]),
         ]
         pipe = self.client.pipeline(transaction=False)
         for key in keys:  # one key per call: a cluster may hold them on different slots
             pipe.delete(key)
-        return sum(int(n) for n in pipe.execute())
+        pipe.srem(REGISTRY, k.name)
+        return sum(int(n) for n in pipe.execute()[:-1])
+
+    def _observability_keys(self, inflight_keys: Sequence[str]) -> list[str]:
+        """The facts of the given consumers and the history keys that may still live."""
+        prefix = self.keys.inflight("")
+        ids = [key[len(prefix) :] for key in inflight_keys if key.startswith(prefix)]
+        hour = int(time.time()) // 3600 * 3600
+        hours = range(hour - HISTORY_KEEP_HOURS * 3600, hour + 7200, 3600)  # skew both ways
+        return [*map(self.keys.facts, ids), *map(self.keys.history, hours)]
 
     # -- observability: worker facts, throughput history, queue gauges (SPEC section 10) -
 
