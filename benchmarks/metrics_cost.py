@@ -1,0 +1,134 @@
+"""What metrics, facts and history cost: the noop drain with metrics off and on, in one run.
+
+Off is every consumer's default (the no-op Recorder: outcome counters and per-minute
+history bumped once per ack batch); on is what ``gq-worker --metrics-port`` adds (two
+clock reads and two histogram increments per job). Runs alternate off/on so that a change
+in the machine's load hits both alike; medians of --repeat runs. Also timed in-process:
+the hot-path hooks per job, one heartbeat's facts-and-history write, and one queue
+exporter scrape.
+
+usage: metrics_cost.py [--quick] [--repeat K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import uuid
+
+from common import command, dedicated_redis, machine, markdown_table, versions, write_json
+from gqbench import delete_queue, gq_drain, prefill, strip
+
+import gq
+from gq import job as jobs
+from gq import metrics
+from gq.facts import Reporter
+from gq.options import ConsumerOptions
+from gq.recorder import Recorder
+from gq.redis_queue import RedisQueue
+
+CONCURRENCY = 100
+BUFFER = 100
+
+
+def drains(url: str, n: int, repeat: int) -> dict[str, list[dict]]:
+    runs: dict[str, list[dict]] = {"off": [], "on": []}
+    for i in range(repeat):
+        order = ("off", "on") if i % 2 == 0 else ("on", "off")
+        for mode in order:
+            env = {"BENCH_METRICS": "1"} if mode == "on" else {}
+            runs[mode].append(strip(gq_drain(url, n, CONCURRENCY, BUFFER, extra_env=env)))
+            print(mode, f"{runs[mode][-1]['rate']:,.0f} jobs/s", file=sys.stderr, flush=True)
+    return runs
+
+
+def per_call(fn, calls: int) -> float:
+    """Microseconds per call of ``fn`` (best of 3)."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, time.perf_counter() - t0)
+    return best / calls * 1e6
+
+
+def hooks() -> dict[str, float]:
+    """The per-job hooks (started + finished) of each recorder, in µs."""
+    job = jobs.decode(jobs.encode(gq.Job("a", b"x"), ready_at=time.time()))
+    out = {}
+    for name, recorder in (("off", Recorder("q")), ("on", metrics.PrometheusRecorder("q"))):
+        started, finished = recorder.started, recorder.finished
+        out[name] = per_call(lambda: finished(started(job)), 200_000)
+    return out
+
+
+def heartbeat_write(url: str) -> float:
+    """One heartbeat's facts + history pipeline (2 minutes of counts), in µs."""
+    import redis
+
+    queue = f"bench-facts-{uuid.uuid4().hex[:8]}"
+    rq = RedisQueue(redis.Redis.from_url(url), queue)
+    recorder = Recorder(queue)
+    reporter = Reporter(rq, "c1", ConsumerOptions(), recorder, "bench")
+
+    def beat() -> None:
+        recorder.history.pending = {(0, "done"): 5, (60, "done"): 7, (60, "failed"): 1}
+        reporter.beat(time.time())
+
+    try:
+        return per_call(beat, 300)
+    finally:
+        delete_queue(url, queue)
+        rq.client.srem("gq:queues", queue)
+
+
+def scrape(url: str, n: int) -> float:
+    """One queue exporter scrape of one queue holding ``n`` ready jobs, in µs."""
+    import redis
+    from prometheus_client import generate_latest
+
+    queue = f"bench-scrape-{uuid.uuid4().hex[:8]}"
+    prefill(url, queue, n)
+    registry = metrics.queue_metrics_registry(redis.Redis.from_url(url), [queue])
+    try:
+        return per_call(lambda: generate_latest(registry), 200)
+    finally:
+        delete_queue(url, queue)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=None)
+    args = ap.parse_args()
+    repeat = args.repeat or (4 if args.quick else 8)
+    n = 20_000 if args.quick else 50_000
+    with dedicated_redis() as url:
+        info = machine(url)
+        runs = drains(url, n, repeat)
+        micro = {"hooks_us": hooks(), "heartbeat_write_us": heartbeat_write(url),
+                 "scrape_us": scrape(url, n)}
+    med = {m: {k: statistics.median(r[k] for r in rs) for k in ("rate", "cpu_us_per_job")}
+           for m, rs in runs.items()}
+    ratio = med["on"]["rate"] / med["off"]["rate"]
+    payload = {
+        "workload": f"noop drain, concurrency {CONCURRENCY}, buffer {BUFFER}, metrics off vs on",
+        "machine": info, "command": command(), "repeat": repeat, "n": n,
+        "versions": versions(["gq", "redis", "hiredis", "gevent", "prometheus_client"]),
+        "runs": runs, "medians": med, "on_over_off": ratio, **micro,
+    }
+    write_json("metrics_cost", payload)
+    rows = [[m, n, med[m]["rate"], med[m]["cpu_us_per_job"],
+             ", ".join(f"{r['rate']:,.0f}" for r in runs[m])] for m in ("off", "on")]
+    print(markdown_table(["metrics", "jobs", "jobs/s (median)", "CPU µs/job", "runs"], rows))
+    print(f"\non ÷ off: {ratio:.3f} (drain rate); hooks per job: off "
+          f"{micro['hooks_us']['off']:.2f} µs, on {micro['hooks_us']['on']:.2f} µs; one "
+          f"heartbeat's facts + history write: {micro['heartbeat_write_us']:.0f} µs; one "
+          f"exporter scrape of a queue of {n:,} jobs: {micro['scrape_us']:.0f} µs")
+
+
+if __name__ == "__main__":
+    main()
