@@ -301,3 +301,19 @@ def test_gq_metrics_serves_the_queue_gauges_until_a_signal(
     finally:
         stop_process(proc)
     log_lines(out.read_text())
+
+
+def test_the_docs_and_the_grafana_dashboard_use_only_names_gq_exposes() -> None:
+    import json
+    import re
+
+    names = {v for k, v in vars(metrics).items() if k.isupper() and isinstance(v, str)}
+    exposed = {n for n in names if n.startswith("gq_")}
+    exposed |= {f"{h}{s}" for h in (metrics.DURATION, metrics.WAIT)
+                for s in ("_bucket", "_count", "_sum")}  # fmt: skip
+    root = Path(__file__).resolve().parent.parent / "docs"
+    dashboard = (root / "grafana-dashboard.json").read_text()
+    exprs = " ".join(t["expr"] for p in json.loads(dashboard)["panels"] for t in p["targets"])
+    used = set(re.findall(r"\bgq_[a-z_]+", exprs + (root / "metrics.md").read_text()))
+    assert used - {"gq_queues"} <= exposed, used - exposed
+    assert {metrics.JOBS, metrics.QUEUE_OLDEST_READY, metrics.HUB_BLOCKED} <= used
