@@ -7,18 +7,26 @@ in the machine's load hits both alike; medians of --repeat runs. Also timed in-p
 the hot-path hooks per job, one heartbeat's facts-and-history write, and one queue
 exporter scrape.
 
-usage: metrics_cost.py [--quick] [--repeat K]
+With --before REV, a third mode runs gq as it was at git revision REV (extracted with
+`git archive` and put first on PYTHONPATH), to show what the no-op hooks cost.
+
+usage: metrics_cost.py [--quick] [--repeat K] [--before REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 
-from common import command, dedicated_redis, machine, markdown_table, versions, write_json
+from common import ROOT, command, dedicated_redis, machine, markdown_table, versions, write_json
 from gqbench import delete_queue, gq_drain, prefill, strip
 
 import gq
@@ -33,14 +41,30 @@ CONCURRENCY = 100
 BUFFER = 100
 
 
-def drains(url: str, n: int, repeat: int) -> dict[str, list[dict]]:
-    runs: dict[str, list[dict]] = {"off": [], "on": []}
+@contextlib.contextmanager
+def old_tree(rev: str | None) -> Iterator[str | None]:
+    """gq's package as of ``rev``, extracted to a temporary folder (its path), or None."""
+    if rev is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="gq-before-") as tmp:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "gq"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield tmp
+
+
+def drains(url: str, n: int, repeat: int, before: str | None) -> dict[str, list[dict]]:
+    envs = {"off": {}, "on": {"BENCH_METRICS": "1"}}
+    if before is not None:
+        envs["before"] = {"PYTHONPATH": before + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    modes = list(envs)
+    runs: dict[str, list[dict]] = {mode: [] for mode in modes}
     for i in range(repeat):
-        order = ("off", "on") if i % 2 == 0 else ("on", "off")
-        for mode in order:
-            env = {"BENCH_METRICS": "1"} if mode == "on" else {}
-            runs[mode].append(strip(gq_drain(url, n, CONCURRENCY, BUFFER, extra_env=env)))
-            print(mode, f"{runs[mode][-1]['rate']:,.0f} jobs/s", file=sys.stderr, flush=True)
+        for mode in modes[i % len(modes):] + modes[:i % len(modes)]:  # rotate the order
+            result = gq_drain(url, n, CONCURRENCY, BUFFER, extra_env=envs[mode])
+            runs[mode].append(strip(result))
+            print(mode, f"{result['rate']:,.0f} jobs/s", file=sys.stderr, flush=True)
     return runs
 
 
@@ -103,28 +127,32 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=None)
+    ap.add_argument("--before", metavar="REV", help="also run gq as of this git revision")
     args = ap.parse_args()
     repeat = args.repeat or (4 if args.quick else 8)
     n = 20_000 if args.quick else 50_000
-    with dedicated_redis() as url:
+    with dedicated_redis() as url, old_tree(args.before) as before:
         info = machine(url)
-        runs = drains(url, n, repeat)
+        runs = drains(url, n, repeat, before)
         micro = {"hooks_us": hooks(), "heartbeat_write_us": heartbeat_write(url),
                  "scrape_us": scrape(url, n)}
     med = {m: {k: statistics.median(r[k] for r in rs) for k in ("rate", "cpu_us_per_job")}
            for m, rs in runs.items()}
     ratio = med["on"]["rate"] / med["off"]["rate"]
+    cpu_ratio = med["on"]["cpu_us_per_job"] / med["off"]["cpu_us_per_job"]
     payload = {
         "workload": f"noop drain, concurrency {CONCURRENCY}, buffer {BUFFER}, metrics off vs on",
         "machine": info, "command": command(), "repeat": repeat, "n": n,
         "versions": versions(["gq", "redis", "hiredis", "gevent", "prometheus_client"]),
-        "runs": runs, "medians": med, "on_over_off": ratio, **micro,
+        "runs": runs, "medians": med, "on_over_off": ratio,
+        "cpu_on_over_off": cpu_ratio, "before": args.before, **micro,
     }
     write_json("metrics_cost", payload)
-    rows = [[m, n, med[m]["rate"], med[m]["cpu_us_per_job"],
-             ", ".join(f"{r['rate']:,.0f}" for r in runs[m])] for m in ("off", "on")]
+    rows = [[m if m != "before" else f"before ({args.before})", n, med[m]["rate"],
+             med[m]["cpu_us_per_job"], ", ".join(f"{r['rate']:,.0f}" for r in runs[m])]
+            for m in runs]
     print(markdown_table(["metrics", "jobs", "jobs/s (median)", "CPU µs/job", "runs"], rows))
-    print(f"\non ÷ off: {ratio:.3f} (drain rate); hooks per job: off "
+    print(f"\non ÷ off: {ratio:.3f} (drain rate), CPU per job {cpu_ratio:.3f}; hooks per job: off "
           f"{micro['hooks_us']['off']:.2f} µs, on {micro['hooks_us']['on']:.2f} µs; one "
           f"heartbeat's facts + history write: {micro['heartbeat_write_us']:.0f} µs; one "
           f"exporter scrape of a queue of {n:,} jobs: {micro['scrape_us']:.0f} µs")
