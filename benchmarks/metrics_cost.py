@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import subprocess
@@ -26,7 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from common import ROOT, command, dedicated_redis, machine, markdown_table, versions, write_json
+from common import ROOT, WORKERS, command, dedicated_redis, machine, markdown_table, versions, write_json
 from gqbench import delete_queue, gq_drain, prefill, strip
 
 import gq
@@ -66,6 +67,22 @@ def drains(url: str, n: int, repeat: int, before: str | None) -> dict[str, list[
             runs[mode].append(strip(result))
             print(mode, f"{result['rate']:,.0f} jobs/s", file=sys.stderr, flush=True)
     return runs
+
+
+def hot_path(before: str | None, repeat: int) -> dict[str, float]:
+    """CPU µs per job of decode + execute + release (workers/hot_path.py), best of runs."""
+    envs = {"off": ("off", {}), "on": ("on", {})}
+    if before is not None:
+        envs["before"] = ("off", {"PYTHONPATH": before})
+    best: dict[str, float] = {}
+    for _ in range(repeat):
+        for name, (mode, env) in envs.items():
+            out = subprocess.run([sys.executable, str(WORKERS / "hot_path.py"), mode],
+                                 capture_output=True, text=True, check=True,
+                                 env={**os.environ, **env}).stdout
+            value = json.loads(out)["cpu_us_per_job"]
+            best[name] = min(best.get(name, value), value)
+    return best
 
 
 def per_call(fn, calls: int) -> float:
@@ -134,7 +151,7 @@ def main() -> None:
     with dedicated_redis() as url, old_tree(args.before) as before:
         info = machine(url)
         runs = drains(url, n, repeat, before)
-        micro = {"hooks_us": hooks(), "heartbeat_write_us": heartbeat_write(url),
+        micro = {"hot_path_us": hot_path(before, repeat), "hooks_us": hooks(), "heartbeat_write_us": heartbeat_write(url),
                  "scrape_us": scrape(url, n)}
     med = {m: {k: statistics.median(r[k] for r in rs) for k in ("rate", "cpu_us_per_job")}
            for m, rs in runs.items()}
@@ -152,6 +169,11 @@ def main() -> None:
              med[m]["cpu_us_per_job"], ", ".join(f"{r['rate']:,.0f}" for r in runs[m])]
             for m in runs]
     print(markdown_table(["metrics", "jobs", "jobs/s (median)", "CPU µs/job", "runs"], rows))
+    hot = micro["hot_path_us"]
+    print("\njob path alone (decode + execute + release, CPU µs/job, best of runs): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in hot.items())
+          + f"; on ÷ off {hot['on'] / hot['off']:.3f}"
+          + (f", off ÷ before {hot['off'] / hot['before']:.3f}" if "before" in hot else ""))
     print(f"\non ÷ off: {ratio:.3f} (drain rate), CPU per job {cpu_ratio:.3f}; hooks per job: off "
           f"{micro['hooks_us']['off']:.2f} µs, on {micro['hooks_us']['on']:.2f} µs; one "
           f"heartbeat's facts + history write: {micro['heartbeat_write_us']:.0f} µs; one "

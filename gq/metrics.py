@@ -110,6 +110,8 @@ class Buckets:
 class PrometheusRecorder(Recorder):
     """A Recorder that also times each handler and its wait since the job was ready."""
 
+    timed = True
+
     def __init__(self, queue: str) -> None:
         super().__init__(queue)
         self.duration = Buckets(DURATION_BUCKETS)

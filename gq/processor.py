@@ -271,7 +271,8 @@ class Processor:
     def execute(self, job: Job) -> None:
         timeout = self._opts.job_timeout
         recorder = self.recorder
-        began = recorder.started(job)
+        timed = recorder.timed  # False unless metrics are on: skip the calls
+        began = recorder.started(job) if timed else 0.0
         try:
             # A copy: what the handler does to its Job must not change what is stored.
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
@@ -283,10 +284,12 @@ class Processor:
         except gevent.GreenletExit:
             raise  # a forced stop: the job stays in flight for another consumer
         except BaseException as exc:  # the handler's failure, whatever it raised
-            recorder.finished(began)
+            if timed:
+                recorder.finished(began)
             self._failed(job, exc)
         else:
-            recorder.finished(began)
+            if timed:
+                recorder.finished(began)
             self.stats.done += 1
             self.acker.add(job)
 

@@ -58,7 +58,11 @@ class History:
 
 
 class Recorder:
-    """Counts outcomes; timing hooks are no-ops (metrics off). One per consumer run."""
+    """Counts outcomes; timing hooks are no-ops (metrics off). One per consumer."""
+
+    #: Whether the processor calls ``started`` and ``finished`` (metrics on): when off,
+    #: a job costs one attribute read instead of two calls.
+    timed = False
 
     def __init__(self, queue: str) -> None:
         self.queue = queue

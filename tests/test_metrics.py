@@ -168,8 +168,10 @@ def test_buckets_count_each_value_once_in_the_first_bucket_that_holds_it() -> No
 
 def test_the_wait_is_measured_from_the_messages_ready_at() -> None:
     message = jobs.encode(gq.Job("a", b"x"), ready_at=time.time() - 20)
+    job = jobs.decode(message)
+    assert job.ready_at is not None and job == gq.Job("a", b"x")  # not part of its identity
     recorder = metrics.PrometheusRecorder("q")
-    began = recorder.started(jobs.decode(message))
+    began = recorder.started(job)
     recorder.finished(began)
     assert recorder.wait.counts[metrics.WAIT_BUCKETS.index(30)] == 1  # 10 < 20 s <= 30
     curlyq = jobs.encode(gq.Job("b", b"x"))  # no ReadyAt: no wait to measure
