@@ -90,13 +90,13 @@ class Reporter:
         # The facts expire with the consumer's lease: a reader never shows a dead one's.
         ttl = self._opts.heartbeat_poll_interval + self._opts.custodian_consumer_timeout
         try:
-            self._queue.report(self._id, facts, ttl, counts, HISTORY_TTL)
-        except redis.RedisError as exc:
-            history.restore(counts)
-            # The heartbeat itself went through (or its own failure is reported by its
-            # loop): facts and history are worth a warning, not the consumer's life.
-            if not self._failing:
-                log.warning("%s: could not write facts and history: %r", self._context, exc)
-            self._failing = True
-            return
-        self._failing = False
+            refused, errors = self._queue.report(self._id, facts, ttl, counts, HISTORY_TTL)
+        except redis.RedisError as exc:  # the round trip failed: nothing is known written
+            refused, errors = counts, [exc]
+        history.restore(refused)
+        # The heartbeat itself went through (or its own failure is reported by its loop):
+        # facts and history are worth a warning (once per failing spell), not the
+        # consumer's life.
+        if errors and not self._failing:
+            log.warning("%s: could not write facts and history: %r", self._context, errors[0])
+        self._failing = bool(errors)

@@ -460,26 +460,31 @@ class RedisQueue:
         ttl: float,
         history: Mapping[tuple[int, str], int],
         history_ttl: int,
-    ) -> None:
+    ) -> tuple[dict[tuple[int, str], int], list[Exception]]:
         """One pipelined round trip: add this queue to the registry, store this consumer's
         facts (JSON) for ``ttl`` seconds (``facts=None`` deletes them), and add the
         (minute, kind) counts to the hourly history keys, each kept ``history_ttl`` s.
 
-        Plain commands, not a script: the registry lives in another slot on a cluster."""
+        Plain commands, not a script: the registry lives in another slot on a cluster.
+        Returns the counts Redis refused (OOM, ACL) and the errors of the refused
+        commands; raises only when the round trip itself failed.
+        """
         pipe = self.client.pipeline(transaction=False)
         pipe.sadd(REGISTRY, self.keys.name)
         if facts is None:
             pipe.delete(self.keys.facts(consumer_id))
         else:
             pipe.set(self.keys.facts(consumer_id), facts, px=max(1, int(ttl * 1000)))
-        hours = set()
-        for (minute, kind), count in sorted(history.items()):
-            hour = minute // 3600 * 3600
-            hours.add(hour)
-            pipe.hincrby(self.keys.history(hour), f"{kind}:{minute}", count)
-        for hour in sorted(hours):
+        counts = sorted(history.items())
+        for (minute, kind), count in counts:
+            pipe.hincrby(self.keys.history(minute // 3600 * 3600), f"{kind}:{minute}", count)
+        for hour in sorted({minute // 3600 * 3600 for (minute, _), _ in counts}):
             pipe.expire(self.keys.history(hour), history_ttl)
-        pipe.execute()
+        # Each command stands alone: a refused one must not hide which increments landed
+        # (giving those back would count them twice).
+        replies = pipe.execute(raise_on_error=False)
+        refused = {key: n for (key, n), r in zip(counts, replies[2:]) if isinstance(r, Exception)}
+        return refused, [r for r in replies if isinstance(r, Exception)]
 
     def facts(self, consumer_ids: Sequence[str]) -> list[bytes | None]:
         """The stored facts (JSON) of each consumer, None where there are none."""

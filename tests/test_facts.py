@@ -125,10 +125,10 @@ class FailingQueue:
         self.keys = real.keys
         self.healed = False
 
-    def report(self, *args: Any) -> None:
+    def report(self, *args: Any) -> Any:
         if not self.healed:
             raise redis.ConnectionError("Redis is away")
-        self.real.report(*args)
+        return self.real.report(*args)
 
 
 def test_counts_that_could_not_be_written_go_with_the_next_heartbeat(
@@ -196,3 +196,35 @@ def test_gq_consumers_shows_each_consumers_facts(redis_server: RedisServer, rq: 
     assert entries["worker-a"]["host"] == socket.gethostname()
     assert entries["worker-a"]["jobs_done"] == 12 and entries["worker-a"]["rss_bytes"] > 1e6
     assert entries["curlyq-b"]["host"] is None and entries["curlyq-b"]["alive"]
+
+
+def test_a_refused_write_gives_back_only_the_counts_that_did_not_land(
+    redis_server: RedisServer, rq: RedisQueue
+) -> None:
+    # An ACL user limited to the queue's keys, without SET and (at first) without HINCRBY:
+    # the registry and the facts are refused, and so are the increments, which must come
+    # back; once HINCRBY is allowed they land exactly once, even though SET still fails.
+    admin = redis_server.client()
+    user = f"gq-facts-{uuid.uuid4().hex[:6]}"
+    rule = dict(enabled=True, passwords=["+pw"], keys=[f"{rq.keys.name}*"], reset=True)
+    admin.acl_setuser(user, commands=["+ping", "+sadd", "+expire"], **rule)
+    try:
+        limited = redis.Redis(
+            host=redis_server.host, port=redis_server.port, db=redis_server.db,
+            username=user, password="pw",
+        )  # fmt: skip
+        recorder = Recorder(rq.keys.name)
+        reporter = Reporter(
+            RedisQueue(limited, rq.keys.name), "c1", ConsumerOptions(), recorder, "test"
+        )
+        recorder.done(3)
+        reporter.beat(time.time())
+        assert sum(recorder.history.pending.values()) == 3  # refused: kept
+        admin.acl_setuser(user, commands=["+ping", "+sadd", "+expire", "+hincrby"], **rule)
+        reporter.beat(time.time())
+        assert recorder.history.pending == {}
+        reporter.beat(time.time())
+        assert history_totals(admin, rq.keys.name) == {"done": 3, "failed": 0}
+        assert admin.get(rq.keys.facts("c1")) is None  # SET refused, only logged
+    finally:
+        admin.acl_deluser(user)

@@ -8,6 +8,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import redis
+
 from gq.redis_queue import RedisQueue
 
 HEADERS = ("HOST", "PID", "VERSION", "RUNNING", "DONE", "RSS", "CPU")
@@ -18,7 +20,11 @@ JSON_FIELDS = ("host", "pid", "version", "started_at", "concurrency", "running",
 
 def read_facts(rq: RedisQueue, consumer_ids: Sequence[str]) -> list[dict[str, Any]]:
     """Each consumer's facts ({} when it has none or they cannot be read), one round trip."""
-    return [_parse(raw) for raw in rq.facts(consumer_ids)]
+    try:
+        found = rq.facts(consumer_ids)
+    except redis.exceptions.NoPermissionError:  # an ACL rule from before facts existed
+        return [{} for _ in consumer_ids]
+    return [_parse(raw) for raw in found]
 
 
 def _parse(raw: bytes | None) -> dict[str, Any]:
