@@ -173,10 +173,24 @@ def test_the_wait_is_measured_from_the_messages_ready_at() -> None:
     recorder = metrics.PrometheusRecorder("q")
     began = recorder.started(job)
     recorder.finished(began)
-    assert recorder.wait.counts[metrics.WAIT_BUCKETS.index(30)] == 1  # 10 < 20 s <= 30
     curlyq = jobs.encode(gq.Job("b", b"x"))  # no ReadyAt: no wait to measure
     recorder.started(jobs.decode(curlyq))
-    assert sum(recorder.wait.counts) == 1 and sum(recorder.duration.counts) == 1
+    ahead = jobs.encode(gq.Job("c", b"x"), ready_at=time.time() + 60)  # producer's clock
+    recorder.started(jobs.decode(ahead))
+    recorder.flush()
+    assert recorder.wait.counts[metrics.WAIT_BUCKETS.index(30)] == 1  # 10 < 20 s <= 30
+    assert recorder.wait.counts[0] == 1  # ahead: counted as 0
+    assert sum(recorder.wait.counts) == 2 and sum(recorder.duration.counts) == 1
+    assert 20 <= recorder.wait.total < 30
+
+
+def test_held_values_are_counted_per_ack_batch_once_enough_are_held() -> None:
+    recorder = metrics.PrometheusRecorder("q")
+    for _ in range(metrics.PENDING_MAX):
+        recorder.finished(recorder.started(gq.Job("a")))
+    assert sum(recorder.duration.counts) == 0  # held
+    recorder.done(1)
+    assert recorder.duration.counts[0] == metrics.PENDING_MAX
 
 
 # -- the queue exporter ----------------------------------------------------------------------
