@@ -9,9 +9,9 @@ Two sources, each a custom collector that reads its numbers at scrape time:
   ``queue_metrics_wsgi_app``): jobs per state, the oldest ready job's age, consumers
   alive and dead, one round trip per queue per scrape.
 
-Counting costs the hot path two clock reads and two list increments per job: the
-histograms are plain bucket lists turned into metric families only when scraped, so no
-lock, label lookup or client object is touched per job. ``prometheus_client`` (the extra
+Counting costs the hot path two clock reads and two list appends per job: the values
+are counted into plain bucket lists in bulk and turned into metric families only when
+scraped, so no lock, label lookup or client object is touched per job. ``prometheus_client`` (the extra
 ``gq[metrics]``) is imported only here and only when metrics are used.
 """
 
