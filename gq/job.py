@@ -28,6 +28,15 @@ _RAW_DATA = DATA_KEY.encode()
 _RAW_ATTEMPT = ATTEMPT_KEY.encode()
 _RAW_READY_AT = READY_AT_KEY.encode()
 _unpackb = msgpack.unpackb
+# Whether decode() puts a message's ReadyAt on the Job: only the wait histogram reads it,
+# so it is off (and costs the drain nothing) until gq.metrics turns it on.
+_keep_ready_at = False
+
+
+def keep_ready_at(keep: bool = True) -> None:
+    """Have decode() set ``Job.ready_at`` from the message (for the wait metric)."""
+    global _keep_ready_at
+    _keep_ready_at = keep
 
 
 class MessageDecodeError(ValueError):
@@ -42,9 +51,10 @@ class Job:
     data: bytes = b""
     attempt: int = 0
     # When the job became ready to run (its message's ReadyAt, unix seconds), for the wait
-    # metric; None for curlyq's messages. A class attribute, not a field: set by decode()
-    # on the jobs it reads, outside the Job's identity, repr and constructor (a fourth
-    # constructor argument cost every job of the drain measurably).
+    # metric; None for curlyq's messages, and unless keep_ready_at() was called. A class
+    # attribute, not a field: set by decode() on the jobs it reads, outside the Job's
+    # identity, repr and constructor (a fourth constructor argument cost every job of the
+    # drain measurably).
     ready_at = cast(Optional[float], None)
 
 
@@ -105,9 +115,10 @@ def decode(raw: bytes) -> Job:
             except UnicodeDecodeError:
                 pass
             else:
-                ready_at = obj.get(_RAW_READY_AT)
-                if type(ready_at) is float:
-                    job.ready_at = ready_at
+                if _keep_ready_at:
+                    ready_at = obj.get(_RAW_READY_AT)
+                    if type(ready_at) is float:
+                        job.ready_at = ready_at
                 return job
     return _job_from_map(_unpack_map(raw))
 

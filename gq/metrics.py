@@ -11,8 +11,9 @@ Two sources, each a custom collector that reads its numbers at scrape time:
 
 Counting costs the hot path two clock reads and two list appends per job: the values
 are counted into plain bucket lists in bulk and turned into metric families only when
-scraped, so no lock, label lookup or client object is touched per job. ``prometheus_client`` (the extra
-``gq[metrics]``) is imported only here and only when metrics are used.
+scraped, so no lock, label lookup or client object is touched per job.
+``prometheus_client`` (the extra ``gq[metrics]``) is imported only here and only when
+metrics are used.
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ class PrometheusRecorder(Recorder):
 
     def __init__(self, queue: str) -> None:
         super().__init__(queue)
+        jobs.keep_ready_at()  # the wait needs each message's ReadyAt from now on
         self.duration = Buckets(DURATION_BUCKETS)
         self.wait = Buckets(WAIT_BUCKETS)
         self._durations: list[float] = []
