@@ -168,9 +168,9 @@ def test_buckets_count_each_value_once_in_the_first_bucket_that_holds_it() -> No
 
 def test_the_wait_is_measured_from_the_messages_ready_at() -> None:
     message = jobs.encode(gq.Job("a", b"x"), ready_at=time.time() - 20)
+    recorder = metrics.PrometheusRecorder("q")  # from now on decode() keeps ReadyAt
     job = jobs.decode(message)
     assert job.ready_at is not None and job == gq.Job("a", b"x")  # not part of its identity
-    recorder = metrics.PrometheusRecorder("q")
     began = recorder.started(job)
     recorder.finished(began)
     curlyq = jobs.encode(gq.Job("b", b"x"))  # no ReadyAt: no wait to measure
