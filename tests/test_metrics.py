@@ -333,3 +333,21 @@ def test_the_docs_and_the_grafana_dashboard_use_only_names_gq_exposes() -> None:
     used = set(re.findall(r"\bgq_[a-z_]+", exprs + (root / "metrics.md").read_text()))
     assert used - {"gq_queues"} <= exposed, used - exposed
     assert {metrics.JOBS, metrics.QUEUE_OLDEST_READY, metrics.HUB_BLOCKED} <= used
+
+
+def test_recoveries_by_this_workers_custodian_are_counted(backend: Backend) -> None:
+    from prometheus_client import REGISTRY, generate_latest
+
+    direct = backend.direct()
+    q = RedisQueue(direct, backend.queue)
+    q.push([(i, jobs.encode(gq.Job(i))) for i in ("a", "b")])
+    q.register("crashed")
+    assert len(q.fetch("crashed", 2)) == 2
+    direct.zadd(q.keys.consumers, {q.keys.inflight("crashed"): 1.0})  # silent since 1970
+    consumer = gq.Consumer(backend.queue, client=backend.client())
+    recorder = metrics.enable(consumer)
+    consumer._queue.register(consumer.id)
+    consumer.custodian_step()
+    assert recorder.recoveries == 2
+    samples = parse(generate_latest(REGISTRY).decode())
+    assert value(samples, "gq_jobs_recovered_total", queue=backend.queue) == 2
