@@ -297,26 +297,29 @@ def test_gq_metrics_serves_the_queue_gauges_until_a_signal(
 
     q = RedisQueue(redis_server.client(), queue)
     fill(q, redis_server.client())
-    port = free_port()
-    out = tmp_path / "metrics.log"
-    with open(out, "wb") as sink:
-        proc = subprocess.Popen(
-            [*ADMIN, "metrics", "--port", str(port), "--queue", queue],
-            env=env_for(redis_server.url, None),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_until(lambda: answers(port) or proc.poll() is not None, 15, message="gq metrics")
-        samples = scrape(port)
-        assert value(samples, "gq_queue_jobs", queue=queue, state="inflight") == 2
-        assert value(samples, "gq_queue_consumers", queue=queue, state="dead") == 1
-        assert value(samples, "gq_queue_jobs", queue="other", state="ready") is None
-        proc.terminate()
-        assert proc.wait(10) == 0
-    finally:
-        stop_process(proc)
-    log_lines(out.read_text())
+    q.report("c1", None, 1.0, {}, 10)  # in the registry, as a worker's heartbeat puts it
+    # Named queues: exactly those; no --queue: every queue in the registry.
+    for args in (("--queue", queue), ()):
+        port = free_port()
+        out = tmp_path / f"metrics-{port}.log"
+        with open(out, "wb") as sink:
+            proc = subprocess.Popen(
+                [*ADMIN, "metrics", "--port", str(port), *args],
+                env=env_for(redis_server.url, None),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            wait_until(lambda: answers(port) or proc.poll() is not None, 15, message="gq metrics")
+            samples = scrape(port)
+            assert value(samples, "gq_queue_jobs", queue=queue, state="inflight") == 2
+            assert value(samples, "gq_queue_consumers", queue=queue, state="dead") == 1
+            assert value(samples, "gq_queue_jobs", queue="other", state="ready") is None
+            proc.terminate()
+            assert proc.wait(10) == 0
+        finally:
+            stop_process(proc)
+        log_lines(out.read_text())
 
 
 def test_the_docs_and_the_grafana_dashboard_use_only_names_gq_exposes() -> None:
@@ -351,3 +354,13 @@ def test_recoveries_by_this_workers_custodian_are_counted(backend: Backend) -> N
     assert recorder.recoveries == 2
     samples = parse(generate_latest(REGISTRY).decode())
     assert value(samples, "gq_jobs_recovered_total", queue=backend.queue) == 2
+
+
+def test_gq_metrics_exits_3_when_redis_is_not_there() -> None:
+    from tests.cli_support import closed_port_url, run
+
+    for args in ((), ("--queue", "q")):
+        result = run(ADMIN, "metrics", "--port", str(free_port()), *args,
+                     env=env_for(closed_port_url(), None))  # fmt: skip
+        assert result.returncode == 3, result.stderr
+        assert "cannot use Redis" in result.stderr

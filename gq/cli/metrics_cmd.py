@@ -13,10 +13,11 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
-from gq.cli import ENV_URL, EXIT_OK, EXIT_USAGE
-from gq.cli.common import CliError, duration, open_queue
+from gq.cli import ENV_URL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from gq.cli.common import CliError, duration, is_refusal, open_queue, queue_on
 from gq.cli.logs import scrub, url_secrets
 from gq.connection import DEFAULT_URL, redact_url
+from gq.redis_queue import registered_queues
 
 log = logging.getLogger("gq.worker")
 
@@ -115,8 +116,7 @@ def run(args: argparse.Namespace) -> int:
         metrics.prometheus()
     except metrics.MetricsUnavailableError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
-    # Reachable and accepted now (exit 3 if not); later failures are scrape errors.
-    rq = open_queue(args.url, (args.queues or ["gq-metrics-check"])[0])
+    rq = _connect(args.url, args.queues)
     app = metrics.queue_metrics_wsgi_app(rq.client, args.queues, args.consumer_timeout)
     server = _serve(args.host, args.port, app)
     print(
@@ -130,6 +130,24 @@ def run(args: argparse.Namespace) -> int:
     server.stop(timeout=5)
     rq.client.close()
     return EXIT_OK
+
+
+def _connect(url: str, queues: list[str] | None) -> Any:
+    """Reachable and accepted now (exit 3 if not); later failures are scrape errors.
+    Below Prometheus' default scrape timeout (10 s), so a slow Redis fails the scrape of
+    its queues rather than the whole scrape."""
+    if queues:  # the rights on the first queue's keys, as every gq command checks them
+        return open_queue(url, queues[0], socket_timeout=5.0)
+    rq = queue_on(url, "gq-metrics", socket_timeout=5.0)
+    try:
+        registered_queues(rq.client)  # the registry is all this exporter reads then
+    except Exception as exc:
+        rq.client.close()
+        if not is_refusal(exc):
+            raise
+        message = f"cannot use Redis at {redact_url(url)}: {exc}"
+        raise CliError(EXIT_UNREACHABLE, scrub(message, url_secrets(url))) from None
+    return rq
 
 
 def _wait_for_signal() -> None:
