@@ -310,7 +310,11 @@ def test_gq_metrics_serves_the_queue_gauges_until_a_signal(
                 stderr=subprocess.STDOUT,
             )
         try:
-            wait_until(lambda: answers(port) or proc.poll() is not None, 15, message="gq metrics")
+            wait_until(
+                lambda port=port, proc=proc: answers(port) or proc.poll() is not None,
+                15,
+                message="gq metrics",
+            )
             samples = scrape(port)
             assert value(samples, "gq_queue_jobs", queue=queue, state="inflight") == 2
             assert value(samples, "gq_queue_consumers", queue=queue, state="dead") == 1
