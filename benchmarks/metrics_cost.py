@@ -2,7 +2,8 @@
 
 Off is every consumer's default (the no-op Recorder: outcome counters and per-minute
 history bumped once per ack batch); on is what ``gq-worker --metrics-port`` adds (two
-clock reads and two histogram increments per job). Runs alternate off/on so that a change
+clock reads and two list appends per job, for the histograms); counters is
+``--metrics-port --no-metrics-histograms`` (nothing per job). Runs alternate off/on so that a change
 in the machine's load hits both alike; medians of --repeat runs. Also timed in-process:
 the hot-path hooks per job, one heartbeat's facts-and-history write, and one queue
 exporter scrape.
@@ -56,7 +57,7 @@ def old_tree(rev: str | None) -> Iterator[str | None]:
 
 
 def drains(url: str, n: int, repeat: int, before: str | None) -> dict[str, list[dict]]:
-    envs = {"off": {}, "on": {"BENCH_METRICS": "1"}}
+    envs = {"off": {}, "on": {"BENCH_METRICS": "1"}, "counters": {"BENCH_METRICS": "counters"}}
     if before is not None:
         envs["before"] = {"PYTHONPATH": before + os.pathsep + os.environ.get("PYTHONPATH", "")}
     modes = list(envs)
@@ -71,7 +72,7 @@ def drains(url: str, n: int, repeat: int, before: str | None) -> dict[str, list[
 
 def hot_path(before: str | None, repeat: int) -> dict[str, float]:
     """CPU µs per job of decode + execute + release (workers/hot_path.py), best of runs."""
-    envs = {"off": ("off", {}), "on": ("on", {})}
+    envs = {"off": ("off", {}), "on": ("on", {}), "counters": ("counters", {})}
     if before is not None:
         envs["before"] = ("off", {"PYTHONPATH": before})
     best: dict[str, float] = {}

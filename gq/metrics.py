@@ -139,11 +139,13 @@ class PrometheusRecorder(Recorder):
     a greenlet), so nothing is locked.
     """
 
-    timed = True
-
-    def __init__(self, queue: str) -> None:
+    def __init__(self, queue: str, *, histograms: bool = True) -> None:
         super().__init__(queue)
-        jobs.keep_ready_at()  # the wait needs each message's ReadyAt from now on
+        # Without histograms the processor calls no hook: counters and gauges only, and
+        # nothing per job (for workers whose handlers take a few microseconds).
+        self.timed = histograms
+        if histograms:
+            jobs.keep_ready_at()  # the wait needs each message's ReadyAt from now on
         self.duration = Buckets(DURATION_BUCKETS)
         self.wait = Buckets(WAIT_BUCKETS)
         self._durations: list[float] = []
@@ -273,10 +275,12 @@ def worker_collector() -> WorkerCollector:
     return _worker
 
 
-def enable(consumer: Consumer) -> PrometheusRecorder:
-    """Count ``consumer``'s jobs for the worker metrics; call before ``consumer.run``."""
+def enable(consumer: Consumer, *, histograms: bool = True) -> PrometheusRecorder:
+    """Count ``consumer``'s jobs for the worker metrics; call before ``consumer.run``.
+    ``histograms=False`` leaves the duration and wait histograms empty and the job path
+    untouched (their per-job cost: benchmarks/README.md)."""
     collector = worker_collector()
-    recorder = PrometheusRecorder(consumer.queue)
+    recorder = PrometheusRecorder(consumer.queue, histograms=histograms)
     consumer.recorder = recorder
     collector.recorders.append(recorder)
     return recorder

@@ -368,3 +368,24 @@ def test_gq_metrics_exits_3_when_redis_is_not_there() -> None:
                      env=env_for(closed_port_url(), None))  # fmt: skip
         assert result.returncode == 3, result.stderr
         assert "cannot use Redis" in result.stderr
+
+
+def test_without_histograms_jobs_are_counted_and_not_timed(backend: Backend) -> None:
+    from prometheus_client import REGISTRY, generate_latest
+
+    consumer = gq.Consumer(backend.queue, client=backend.client())
+    consumer.opts.poller_poll_duration = 0.2
+    metrics.enable(consumer, histograms=False)
+    gq.Producer(backend.queue, client=backend.direct()).perform_many([b"a", b"b", b"c"])
+    ran: list[str] = []
+
+    def handler(job: gq.Job) -> None:
+        ran.append(job.id)
+        if len(ran) == 3:
+            consumer.stop()
+
+    consumer.run(handler)
+    samples = parse(generate_latest(REGISTRY).decode())
+    assert value(samples, "gq_jobs_total", queue=backend.queue, outcome="done") == 3
+    assert value(samples, "gq_job_duration_seconds_count", queue=backend.queue) == 0
+    assert value(samples, "gq_job_wait_seconds_count", queue=backend.queue) == 0

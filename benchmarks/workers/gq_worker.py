@@ -40,7 +40,7 @@ def main() -> None:
     if os.environ.get("BENCH_METRICS"):  # metrics_cost.py: count as --metrics-port does
         from gq import metrics
 
-        metrics.enable(consumer)
+        metrics.enable(consumer, histograms=os.environ["BENCH_METRICS"] != "counters")
     probe.on_done = consumer.stop
     # Tell the parent we are about to take jobs (the latency runs wait for this line).
     print("ready", flush=True)

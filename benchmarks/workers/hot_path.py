@@ -2,7 +2,8 @@
 handler through Processor.execute, release the acknowledged batch. No Redis: the acker
 greenlet is never started, so nothing is written.
 
-usage: hot_path.py MODE (off | on; run it with an older gq on PYTHONPATH for "before")
+usage: hot_path.py MODE (off | on | counters (on without histograms); run it with an
+older gq on PYTHONPATH for "before")
 Prints the best of 7 rounds as JSON: CPU microseconds per job.
 """
 
@@ -30,10 +31,10 @@ class StubQueue:
 def round_(messages: list, mode: str) -> float:
     processor = Processor(StubQueue(), "c", ConsumerOptions(), lambda job: None,
                           lambda error: None, "bench")  # type: ignore[arg-type]
-    if mode == "on":
+    if mode in ("on", "counters"):
         from gq import metrics
 
-        processor.recorder = metrics.PrometheusRecorder("bench")
+        processor.recorder = metrics.PrometheusRecorder("bench", histograms=mode == "on")
     decode, execute, pending = jobs.decode, processor.execute, processor.acker._pending
     t0 = time.process_time()
     for start in range(0, N, BATCH):
