@@ -31,7 +31,8 @@ def delete_queue(url: str, queue: str) -> None:
 
 def gq_drain(url: str, n: int, concurrency: int, buffer: int, sleep_ms: float = 0,
              timeout: float = 300, hiredis: bool = True,
-             watchdog: bool = True) -> dict[str, Any]:
+             watchdog: bool = True,
+             extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Pre-fill ``n`` jobs, then run one gq worker process until it has run them all."""
     queue = f"bench-gq-{uuid.uuid4().hex[:8]}"
     prefill(url, queue, n)
@@ -41,6 +42,7 @@ def gq_drain(url: str, n: int, concurrency: int, buffer: int, sleep_ms: float = 
             env["BENCH_NO_HIREDIS"] = "1"
         if not watchdog:
             env["BENCH_NO_WATCHDOG"] = "1"
+        env.update(extra_env or {})
         return run_json(
             [PYTHON, str(WORKERS / "gq_worker.py"), url, queue, str(concurrency), str(buffer)],
             timeout, env,

@@ -19,12 +19,14 @@ from gq import job as jobs
 from gq import watchdog
 from gq._config import check_queue_name, resolve_client
 from gq.errors import ConfigurationError, GQError, ShutdownTimeoutError
+from gq.facts import Reporter
 from gq.loops import Loop, ThreadHeartbeat
 from gq.options import ConsumerOptions
 from gq.periodic import check_schedule
 from gq.periodic_runner import PeriodicRunner
 from gq.poller import Poller, Source
 from gq.processor import Handler, Processor, Stats
+from gq.recorder import Recorder
 from gq.redis_queue import DEAD_TRIM_BATCH, RedisQueue
 
 log = logging.getLogger("gq.consumer")
@@ -86,6 +88,9 @@ class Consumer:
         schedules = check_schedule(periodic)  # a list of gq.Periodic (gq/periodic.py)
         self._periodic = PeriodicRunner(self._queue, schedules, self.context) if schedules else None
         self.stats = Stats()
+        # Counts outcomes for the facts, the history and (gq.metrics.enable) the metrics.
+        self.recorder = Recorder(self.queue)
+        self._reporter: Reporter | None = None
         self._stop_requested = Event()
         self._force = Event()
         self._fatal: BaseException | None = None
@@ -164,9 +169,10 @@ class Consumer:
         watching = watchdog.enable(opts.hub_block_warning)
         self._start_thread_heartbeat()
         processor = self._processor = Processor(
-            self._queues, self.id, opts, handler, self._abort, self.context
+            self._queues, self.id, opts, handler, self._abort, self.context, self.recorder
         )
         self._poller = Poller(self._sources(), self.id, opts, processor, self.context)
+        self._reporter = Reporter(self._queue, self.id, opts, self.recorder, self.context)
         self.stats = processor.stats
         loops = {
             "Poller": self._loop("Poller", self.poll_step, lambda: 0.0, "poller"),
@@ -239,6 +245,8 @@ class Consumer:
             loops[name].stopping.set()
         for name in maintenance:
             self._wait_for(greenlets[name])
+        if self._reporter is not None:
+            self._reporter.final()  # the last minutes' counts; never raises
         try:
             for queue in self._queues.values():
                 queue.deregister(self.id)
@@ -405,6 +413,8 @@ class Consumer:
 
     def heartbeat_step(self) -> bool:
         server_now = self._register()
+        if self._reporter is not None:
+            self._reporter.beat(server_now)  # facts and history; never raises
         skew = time.time() - server_now
         if abs(skew) > CLOCK_SKEW_WARNING and not self._skew_warned:
             self._skew_warned = True
@@ -439,6 +449,7 @@ class Consumer:
             dead_max_age=opts.dead_max_age,
         )
         if moved:
+            self.recorder.recovered(moved)
             log.warning(
                 "%s: recovered %d job(s) from %d dead consumer(s)",
                 self.context,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Optional, Union, cast
 
 import msgpack
 
@@ -26,7 +26,17 @@ MAX_ERROR_CHARS = 2000
 _RAW_ID = ID_KEY.encode()
 _RAW_DATA = DATA_KEY.encode()
 _RAW_ATTEMPT = ATTEMPT_KEY.encode()
+_RAW_READY_AT = READY_AT_KEY.encode()
 _unpackb = msgpack.unpackb
+# Whether decode() puts a message's ReadyAt on the Job: only the wait histogram reads it,
+# so it is off (and costs the drain nothing) until gq.metrics turns it on.
+_keep_ready_at = False
+
+
+def keep_ready_at(keep: bool = True) -> None:
+    """Have decode() set ``Job.ready_at`` from the message (for the wait metric)."""
+    global _keep_ready_at
+    _keep_ready_at = keep
 
 
 class MessageDecodeError(ValueError):
@@ -43,6 +53,12 @@ class Job:
     #: The queue a consumer took the job from (set by the poller; not part of the message,
     #: and not a field, so that building a Job costs nothing more).
     queue = ""
+    # When the job became ready to run (its message's ReadyAt, unix seconds), for the wait
+    # metric; None for curlyq's messages, and unless keep_ready_at() was called. A class
+    # attribute, not a field: set by decode() on the jobs it reads, outside the Job's
+    # identity, repr and constructor (a fourth constructor argument cost every job of the
+    # drain measurably).
+    ready_at = cast(Optional[float], None)
 
 
 JobLike = Union[Job, bytes, bytearray, memoryview]
@@ -98,9 +114,15 @@ def decode(raw: bytes) -> Job:
         attempt = obj.get(_RAW_ATTEMPT, 0)
         if type(raw_id) is bytes and type(data) is bytes and type(attempt) is int and attempt >= 0:
             try:
-                return Job(raw_id.decode("utf-8"), data, attempt)
+                job = Job(raw_id.decode("utf-8"), data, attempt)
             except UnicodeDecodeError:
                 pass
+            else:
+                if _keep_ready_at:
+                    ready_at = obj.get(_RAW_READY_AT)
+                    if type(ready_at) is float:
+                        job.ready_at = ready_at
+                return job
     return _job_from_map(_unpack_map(raw))
 
 

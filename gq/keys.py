@@ -73,3 +73,6 @@ class QueueKeys:
 # dashboard, `gq metrics`) find queues without KEYS. A key of its own, outside any queue's
 # slot on a Cluster.
 QUEUE_REGISTRY = "gq:queues"
+
+#: The same key under the name gq.metrics and gq.facts use.
+REGISTRY = QUEUE_REGISTRY

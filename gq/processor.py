@@ -25,6 +25,7 @@ from gq.backoff import backoff
 from gq.errors import AckJobError, GQError, JobTimeout, KillJobError, RetryJobError
 from gq.job import Job
 from gq.options import ConsumerOptions
+from gq.recorder import Recorder
 from gq.redis_queue import RedisQueue, is_refusal
 
 log = logging.getLogger("gq.processor")
@@ -177,11 +178,14 @@ class Processor:
         handler: Handler,
         on_fatal: Callable[[GQError], None],
         context: str,
+        recorder: Recorder | None = None,
     ) -> None:
         self._queues = queues
         self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
+        self.recorder = recorder or Recorder(next(iter(queues)))
+        self.recorder.watch(self)
         self._on_fatal = on_fatal
         self._context = context
         self.buffer: Queue[Job] = Queue()
@@ -203,6 +207,7 @@ class Processor:
         held = self.held
         for job in done:
             held.discard(job.id)
+        self.recorder.done(len(done))
 
     def buffered(self) -> int:
         """Jobs fetched and not started."""
@@ -320,6 +325,9 @@ class Processor:
 
     def execute(self, job: Job) -> None:
         timeout = self._opts.job_timeout
+        recorder = self.recorder
+        timed = recorder.timed  # False unless metrics are on: skip the calls
+        began = recorder.started(job) if timed else 0.0
         try:
             # A copy: what the handler does to its Job must not change what is stored.
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
@@ -331,8 +339,12 @@ class Processor:
         except gevent.GreenletExit:
             raise  # a forced stop: the job stays in flight for another consumer
         except BaseException as exc:  # the handler's failure, whatever it raised
+            if timed:
+                recorder.finished(began)
             self._failed(job, exc)
         else:
+            if timed:
+                recorder.finished(began)
             self.stats.done += 1
             self.acker.add(job)
 
@@ -361,12 +373,14 @@ class Processor:
             retry = lambda: queue.retry(self._consumer_id, job.id, message, delay)  # noqa: E731
             if self._settle(updated, "retry", RetryJobError, retry):
                 self.stats.retried += 1
+                self.recorder.failed("retried")
             return
         message = jobs.encode(updated, error=reason)
         log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
                   self._context, job.id, job.attempt, reason, exc_info=exc)  # fmt: skip
         if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
             self.stats.killed += 1
+            self.recorder.failed("killed")
 
     def discard(self, job: Job, message: bytes | None, reason: str) -> None:
         """Bad data (SPEC section 6) never runs and never stalls the consumer: an

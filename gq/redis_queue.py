@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -32,6 +32,8 @@ EMBEDDED_POLL = 0.01
 OOM_POLL = 0.5
 # The most queue names read from the registry (a bound on one SSCAN walk).
 MAX_REGISTERED_QUEUES = 10_000
+# History keys live 25 h after their last write (gq.facts.HISTORY_TTL): the hours to delete.
+HISTORY_KEEP_HOURS = 26
 
 T = TypeVar("T")
 
@@ -534,11 +536,13 @@ class RedisQueue:
             k.periodic_rules,
             k.periodic_enqueued,
             *(_text(member) for member in members),
+            *self._observability_keys([_text(member) for member in members]),
         ]
         pipe = self.client.pipeline(transaction=False)
         for key in keys:  # one key per call: a cluster may hold them on different slots
             pipe.delete(key)
-        return sum(int(n) for n in pipe.execute())
+        pipe.srem(QUEUE_REGISTRY, k.name)
+        return sum(int(n) for n in pipe.execute()[:-1])
 
     # -- observability reads (the dashboard; the keys are written by the worker side) -------
 
@@ -655,6 +659,99 @@ class RedisQueue:
         for key in (k.periodic, k.periodic_rules, k.periodic_enqueued):
             pipe.hdel(key, *names)
         return max(int(n) for n in pipe.execute())
+
+    def _observability_keys(self, inflight_keys: Sequence[str]) -> list[str]:
+        """The facts of the given consumers and the history keys that may still live."""
+        prefix = self.keys.inflight("")
+        ids = [key[len(prefix) :] for key in inflight_keys if key.startswith(prefix)]
+        hour = int(time.time()) // 3600 * 3600
+        hours = range(hour - HISTORY_KEEP_HOURS * 3600, hour + 7200, 3600)  # skew both ways
+        return [*map(self.keys.facts, ids), *map(self.keys.history, hours)]
+
+    def report(
+        self,
+        consumer_id: str,
+        facts: str | None,
+        ttl: float,
+        history: Mapping[tuple[int, str], int],
+        history_ttl: int,
+    ) -> tuple[dict[tuple[int, str], int], list[Exception]]:
+        """One pipelined round trip: add this queue to the registry, store this consumer's
+        facts (JSON) for ``ttl`` seconds (``facts=None`` deletes them), and add the
+        (minute, kind) counts to the hourly history keys, each kept ``history_ttl`` s.
+
+        Plain commands, not a script: the registry lives in another slot on a cluster.
+        Returns the counts Redis refused (OOM, ACL) and the errors of the refused
+        commands; raises only when the round trip itself failed.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(QUEUE_REGISTRY, self.keys.name)
+        if facts is None:
+            pipe.delete(self.keys.facts(consumer_id))
+        else:
+            pipe.set(self.keys.facts(consumer_id), facts, px=max(1, int(ttl * 1000)))
+        counts = sorted(history.items())
+        for (minute, kind), count in counts:
+            pipe.hincrby(self.keys.history(minute // 3600 * 3600), f"{kind}:{minute}", count)
+        for hour in sorted({minute // 3600 * 3600 for (minute, _), _ in counts}):
+            pipe.expire(self.keys.history(hour), history_ttl)
+        # Each command stands alone: a refused one must not hide which increments landed
+        # (giving those back would count them twice).
+        replies = pipe.execute(raise_on_error=False)
+        refused = {key: n for (key, n), r in zip(counts, replies[2:]) if isinstance(r, Exception)}
+        return refused, [r for r in replies if isinstance(r, Exception)]
+
+    def facts(self, consumer_ids: Sequence[str]) -> list[bytes | None]:
+        """The stored facts (JSON) of each consumer, None where there are none."""
+        if not consumer_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for consumer_id in consumer_ids:
+            pipe.get(self.keys.facts(consumer_id))
+        return [None if value is None else bytes(value) for value in pipe.execute()]
+
+    def history_fields(self, hours: Sequence[int]) -> dict[str, int]:
+        """The per-minute fields (``done:<minute>``, ``failed:<minute>``) of the given hours."""
+        pipe = self.client.pipeline(transaction=False)
+        for hour in hours:
+            pipe.hgetall(self.keys.history(hour))
+        merged: dict[str, int] = {}
+        for reply in pipe.execute():
+            merged.update({_text(field): int(value) for field, value in reply.items()})
+        return merged
+
+    def gauges(self, consumer_timeout: float) -> QueueGauges:
+        """The queue-wide numbers of a metrics scrape, in one atomic round trip."""
+        k = self.keys
+        keys = [k.active, k.scheduled, k.dead, k.data, k.consumers]
+        reply = self._run("gauges", keys, [repr(float(consumer_timeout))])
+        ready, scheduled, dead, stored, consumers, alive = (int(n) for n in reply[:6])
+        return QueueGauges(
+            ready=ready,
+            scheduled=scheduled,
+            dead=dead,
+            # A job in transition between two sets can make this dip for one scrape.
+            inflight=max(0, stored - ready - scheduled - dead),
+            consumers_alive=alive,
+            consumers_dead=consumers - alive,
+            head=bytes(reply[6]) if reply[6] else None,
+            now=float(reply[7]),
+        )
+
+
+@dataclass(frozen=True)
+class QueueGauges:
+    """What ``RedisQueue.gauges`` reads: job counts per state, consumers alive and dead,
+    the oldest ready job's message, and the server's time."""
+
+    ready: int
+    scheduled: int
+    dead: int
+    inflight: int
+    consumers_alive: int
+    consumers_dead: int
+    head: bytes | None
+    now: float
 
 
 def registered_queues(client: Any, limit: int = MAX_REGISTERED_QUEUES) -> list[str]:

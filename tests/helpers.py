@@ -417,6 +417,7 @@ class RealBackend(Backend):
         """Teardown: drop this test's keys, then the clients and the proxy."""
         try:
             delete_keys(self.direct(), f"{self.queue}*")
+            self.direct().srem("gq:queues", self.queue)  # the queue registry (a heartbeat)
         finally:
             super().close()
             self.proxy.stop()

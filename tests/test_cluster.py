@@ -4,6 +4,7 @@ failover of one master while a worker runs."""
 from __future__ import annotations
 
 import collections
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -253,3 +254,35 @@ def test_periodic_occurrences_are_enqueued_once_each_on_a_cluster(cluster: Clust
     client = cluster.client()
     RedisQueue(client, queue).delete_queue()
     client.close()
+
+
+def test_facts_history_registry_and_queue_gauges_on_a_cluster(cluster: Cluster) -> None:
+    # The registry lives in another slot than the queue: the heartbeat's pipeline and the
+    # exporter must still work.
+    from prometheus_client import generate_latest
+
+    from gq import metrics
+    from gq.keys import REGISTRY
+    from tests.metrics_support import parse, value
+
+    queue = "{" + unique("facts") + "}"
+    client = cluster.client()
+    seen: collections.Counter[bytes] = collections.Counter()
+    runner = Runner(queue, cluster.url, seen)
+    try:
+        gq.Producer(queue, client=client).perform_many([b"a", b"b", b"c"])
+        wait_until(lambda: sum(seen.values()) == 3, 20)
+        assert runner.consumer is not None
+        facts_key = f"{queue}:facts:{runner.consumer.id}"
+        wait_until(lambda: client.get(facts_key) is not None, 10)
+        assert queue.encode() in client.smembers(REGISTRY)
+        registry = metrics.queue_metrics_registry(client, None)
+        samples = parse(generate_latest(registry).decode())
+        assert value(samples, "gq_queue_consumers", queue=queue, state="alive") == 1
+        assert value(samples, "gq_queue_jobs", queue=queue, state="ready") == 0
+    finally:
+        runner.stop()
+        client.srem(REGISTRY, queue)
+    hour = int(time.time()) // 3600 * 3600
+    history = RedisQueue(client, queue).history_fields([hour - 3600, hour])
+    assert sum(n for field, n in history.items() if field.startswith("done:")) == 3

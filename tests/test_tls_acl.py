@@ -27,15 +27,17 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The rule docs/deployment.md gives, for queue {emails}; the tests use it as written.
 ACL_COMMANDS = (
     "+ping +select +time +evalsha +eval +script|load +script|exists "
-    "+blmove +lmove +brpoplpush +del +exists +type "
-    "+hdel +hexists +hget +hgetall +hincrby +hmget +hscan +hset +hsetnx "
+    "+blmove +blpop +lmove +brpoplpush +del +exists +type "
+    "+hdel +hexists +hget +hgetall +hincrby +hlen +hmget +hscan +hset +hsetnx "
     "+llen +lindex +lpush +rpush +lrange +ltrim +sadd +scard +smembers +spop +srem "
-    "+zadd +zcard +zcount +zrange +zrangebyscore +zrem +zscore"
+    "+zadd +zcard +zcount +zrange +zrangebyscore +zrem +zscore "
+    "+get +set +expire +sscan"
 )
 
 
 def acl_rule(queue: str, password: str) -> list[str]:
-    return ["on", f">{password}", "resetkeys", f"~{queue}*", "resetchannels", "-@all",
+    keys = [f"~{queue}*", "~gq:queues"]
+    return ["on", f">{password}", "resetkeys", *keys, "resetchannels", "-@all",
             *ACL_COMMANDS.split()]  # fmt: skip
 
 
@@ -114,6 +116,8 @@ def test_an_acl_user_limited_to_the_queue_runs_producer_and_worker(server: Node)
         worker = run(WORKER, "builtins:id", "--queue", queue, "--burst",
                      env=env_for(url, None), timeout=30)  # fmt: skip
         assert worker.returncode == 0, worker.stderr
+        # The rule covers the facts, the history and the registry too (docs/metrics.md).
+        assert "could not write facts" not in worker.stderr + worker.stdout, worker.stderr
         assert RedisQueue(admin, queue).counts() == {
             "ready": 0,
             "scheduled": 0,

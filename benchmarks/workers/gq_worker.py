@@ -42,6 +42,10 @@ def main() -> None:
     consumer = gq.Consumer(
         queue, url=url, processor_concurrency=concurrency, poller_buffer_size=buffer
     )
+    if os.environ.get("BENCH_METRICS"):  # metrics_cost.py: count as --metrics-port does
+        from gq import metrics
+
+        metrics.enable(consumer, histograms=os.environ["BENCH_METRICS"] != "counters")
     probe.on_done = consumer.stop
     # Tell the parent we are about to take jobs (the latency runs wait for this line).
     print("ready", flush=True)

@@ -11,7 +11,16 @@ from typing import Callable
 import redis
 
 import gq
-from gq.cli import EXIT_FATAL, dashboard_cmd, demo, jobs_cmd, logs, periodic_cmd, status
+from gq.cli import (
+    EXIT_FATAL,
+    dashboard_cmd,
+    demo,
+    jobs_cmd,
+    logs,
+    metrics_cmd,
+    periodic_cmd,
+    status,
+)
 from gq.cli.common import (
     CliError,
     Parser,
@@ -64,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     periodic_cmd.add_parser(commands, conn)
     demo.add_parser(commands)
     dashboard_cmd.add_parser(commands)
+    metrics_cmd.add_parser(commands)
     return parser
 
 
@@ -196,6 +206,8 @@ def run(argv: list[str] | None = None) -> int:
             return demo.run(args)
         if args.command == "dashboard":
             return dashboard_cmd.run(args)
+        if args.command == "metrics":
+            return metrics_cmd.run(args)
         rq = open_queue(args.url, require_queue(args.queue))
         try:
             return int(args.func(args, rq))

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from gq import job as jobs
-from gq.cli import EXIT_OK
+from gq.cli import EXIT_OK, facts_view
 from gq.cli.formatting import age, local_time, print_json_lines, relative, table
 from gq.redis_queue import RedisQueue
 
@@ -61,6 +61,7 @@ def _ready_at(message: bytes | None) -> float | None:
 def consumers(args: argparse.Namespace, rq: RedisQueue) -> int:
     found = rq.consumers()
     now = rq.server_time()
+    facts = facts_view.read_facts(rq, [consumer_id for consumer_id, _, _ in found])
     entries = [
         {
             "consumer": consumer_id,
@@ -68,8 +69,9 @@ def consumers(args: argparse.Namespace, rq: RedisQueue) -> int:
             "seconds_since_heartbeat": round(max(0.0, now - seen), 3),
             "in_flight": inflight,
             "alive": now - seen <= args.consumer_timeout,
+            **facts_view.json_fields(fact),
         }
-        for consumer_id, seen, inflight in found
+        for (consumer_id, seen, inflight), fact in zip(found, facts)
     ]
     if args.json:
         print_json_lines(entries)
@@ -80,14 +82,16 @@ def consumers(args: argparse.Namespace, rq: RedisQueue) -> int:
     rows = [
         (
             e["consumer"],
+            *facts_view.cells(fact),
             local_time(e["last_heartbeat"]),
             relative(e["last_heartbeat"], now),
             str(e["in_flight"]),
             "alive" if e["alive"] else "dead",
         )
-        for e in entries
+        for e, fact in zip(entries, facts)
     ]
-    print(table(("CONSUMER", "LAST HEARTBEAT", "", "IN FLIGHT", "STATE"), rows))
+    headers = ("CONSUMER", *facts_view.HEADERS, "LAST HEARTBEAT", "", "IN FLIGHT", "STATE")
+    print(table(headers, rows))
     if not all(e["alive"] for e in entries):
         print(
             f"(dead: silent for more than {age(args.consumer_timeout)}, see "

@@ -14,7 +14,15 @@ import gevent
 import redis
 
 import gq
-from gq.cli import EXIT_CODES_HELP, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, logs
+from gq.cli import (
+    EXIT_CODES_HELP,
+    EXIT_FATAL,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    logs,
+    metrics_cmd,
+)
 from gq.cli.common import (
     CliError,
     Parser,
@@ -80,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="log done/failed/retried/killed and the rate this often; 0 turns it off; default 60",
     )
     add_worker_flag(parser)
+    metrics_cmd.add_worker_flags(parser)
     parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
     add_option_flags(parser)
     add_process_flags(parser)
@@ -113,6 +122,11 @@ def _run(args: argparse.Namespace) -> int:
     rq = open_queue(args.url, consumer.queue, max_connections=2)  # exit 3 if unreachable
     child = child_for(args, consumer)  # None unless run by --processes
     _log_start(args, consumer)
+    try:
+        server = metrics_cmd.start_worker_metrics(args, consumer)
+    except CliError:
+        rq.client.close()
+        raise
     rqs = [RedisQueue(rq.client, name) for name in consumer.queues]
     watchers = _start_watchers(args, consumer, rqs) + (child.start() if child else [])
     try:
@@ -128,6 +142,8 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_FATAL
     finally:
         gevent.killall(watchers)
+        if server is not None:
+            server.stop(timeout=1)
         rq.client.close()
     return child.exit_code if child else EXIT_OK
 

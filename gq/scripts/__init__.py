@@ -30,6 +30,7 @@ NAMES = (
     "delete_jobs",
     "tidy",
     "periodic",
+    "gauges",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)

@@ -1,0 +1,58 @@
+"""The job path that metrics touch, in isolation: decode a fetched message, run a noop
+handler through Processor.execute, release the acknowledged batch. No Redis: the acker
+greenlet is never started, so nothing is written.
+
+usage: hot_path.py MODE (off | on | counters (on without histograms); run it with an
+older gq on PYTHONPATH for "before")
+Prints the best of 7 rounds as JSON: CPU microseconds per job.
+"""
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from gq import job as jobs  # noqa: E402
+from gq.keys import QueueKeys  # noqa: E402
+from gq.options import ConsumerOptions  # noqa: E402
+from gq.processor import Processor  # noqa: E402
+
+N = 20_000
+BATCH = 100  # jobs per acknowledgement batch
+
+
+class StubQueue:
+    keys = QueueKeys("bench")
+
+
+def round_(messages: list, mode: str) -> float:
+    processor = Processor(StubQueue(), "c", ConsumerOptions(), lambda job: None,
+                          lambda error: None, "bench")  # type: ignore[arg-type]
+    if mode in ("on", "counters"):
+        from gq import metrics
+
+        processor.recorder = metrics.PrometheusRecorder("bench", histograms=mode == "on")
+    decode, execute, pending = jobs.decode, processor.execute, processor.acker._pending
+    t0 = time.process_time()
+    for start in range(0, N, BATCH):
+        for message in messages[start:start + BATCH]:
+            execute(decode(message))
+        batch = pending[:]
+        pending.clear()
+        processor._release(batch)
+    return (time.process_time() - t0) / N * 1e6
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    now = time.time()
+    messages = [jobs.encode(jobs.Job(f"id-{i}", b"x" * 16), ready_at=now) for i in range(N)]
+    print(json.dumps({"mode": mode, "cpu_us_per_job": min(round_(messages, mode)
+                                                          for _ in range(7))}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""What a consumer counts about its jobs, for its facts, its history and its metrics.
+
+The processor calls a ``Recorder`` at each outcome. This base class is what every consumer
+has: plain integer counters and per-minute counts for the throughput history (SPEC
+section 10), bumped once per acknowledgement batch or per failure, never written to Redis
+per job (``gq.facts`` flushes them with the heartbeat). Its per-job timing hooks do
+nothing; ``gq.metrics.PrometheusRecorder`` overrides them when metrics are on.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from gq.job import Job
+
+if TYPE_CHECKING:
+    from gq.processor import Processor
+
+#: The outcomes of a job, as ``gq_jobs_total{outcome}`` names them. gq has no cancel or
+#: rate limit yet: those two stay at 0, present so that dashboards and alerts need no
+#: special case when they come.
+OUTCOMES = ("done", "retried", "killed", "cancelled", "rate_limited")
+
+# The history keeps counts for 24 h; counts that could not be written for longer than
+# that would land in keys already expired, so they are dropped.
+HISTORY_SECONDS = 24 * 3600
+
+# (start of the minute in unix seconds, "done" or "failed") -> jobs
+MinuteCounts = dict[tuple[int, str], int]
+
+
+class History:
+    """Jobs done and failed per minute, held in the process until the next flush."""
+
+    def __init__(self) -> None:
+        self.pending: MinuteCounts = {}
+        # Redis time minus this host's, learned at each heartbeat: the minutes are the
+        # server's, so a worker with a skewed clock does not smear the chart.
+        self.offset = 0.0
+
+    def add(self, kind: str, count: int) -> None:
+        minute = int(time.time() + self.offset) // 60 * 60
+        key = (minute, kind)
+        self.pending[key] = self.pending.get(key, 0) + count
+
+    def take(self) -> MinuteCounts:
+        """The counts so far, leaving none: give them back with ``restore`` if unwritten."""
+        taken, self.pending = self.pending, {}
+        return taken
+
+    def restore(self, counts: MinuteCounts) -> None:
+        """Merge counts that could not be written back in, dropping those too old to keep."""
+        oldest = time.time() + self.offset - HISTORY_SECONDS
+        for key, count in counts.items():
+            if key[0] >= oldest:
+                self.pending[key] = self.pending.get(key, 0) + count
+
+
+class Recorder:
+    """Counts outcomes; timing hooks are no-ops (metrics off). One per consumer."""
+
+    #: Whether the processor calls ``started`` and ``finished`` (metrics on): when off,
+    #: a job costs one attribute read instead of two calls.
+    timed = False
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        self.totals = dict.fromkeys(OUTCOMES, 0)
+        self.recoveries = 0
+        self.history = History()
+        self._processor: Processor | None = None
+
+    def watch(self, processor: Processor) -> None:
+        """Read the handlers running and the jobs buffered from ``processor`` from now on."""
+        self._processor = processor
+
+    def running(self) -> int:
+        return self._processor.running if self._processor is not None else 0
+
+    def buffered(self) -> int:
+        return int(self._processor.buffer.qsize()) if self._processor is not None else 0
+
+    # -- the hot path: called per job, so they must cost next to nothing ---------------
+
+    def started(self, job: Job) -> float:
+        """A handler is about to run ``job``; returns what ``finished`` gets back."""
+        return 0.0
+
+    def finished(self, began: float) -> None:
+        """The handler that ``started`` returned ``began`` for has returned or raised."""
+
+    # -- per batch or per failure ---------------------------------------------------------
+
+    def done(self, count: int) -> None:
+        """``count`` jobs were acknowledged (one batch)."""
+        self.totals["done"] += count
+        self.history.add("done", count)
+
+    def failed(self, outcome: str) -> None:
+        """A job's failure was written: ``outcome`` is "retried" or "killed"."""
+        self.totals[outcome] += 1
+        self.history.add("failed", 1)
+
+    def recovered(self, count: int) -> None:
+        """This consumer's custodian recovered ``count`` jobs of crashed consumers."""
+        self.recoveries += count
+
+    @property
+    def failures(self) -> int:
+        return self.totals["retried"] + self.totals["killed"]

@@ -1,0 +1,230 @@
+"""Worker facts, throughput history and the queue registry, as a running consumer writes
+them (fakeredis and a real Redis), and ``gq consumers`` showing the facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import gevent
+import pytest
+import redis
+
+import gq
+from gq.facts import HISTORY_TTL, Reporter
+from gq.keys import REGISTRY
+from gq.options import ConsumerOptions
+from gq.recorder import HISTORY_SECONDS, Recorder
+from gq.redis_queue import RedisQueue
+from tests.cli_support import ADMIN, env_for, run
+from tests.helpers import Backend, RedisServer, delete_keys, wait_until
+
+FACT_TYPES = {"id": str, "host": str, "pid": int, "started_at": float, "version": str,
+              "queues": list, "concurrency": int, "running": int, "jobs_done": int,
+              "jobs_failed": int, "rss_bytes": int, "cpu_percent": float,
+              "updated_at": float}  # fmt: skip
+
+
+@pytest.fixture
+def direct(backend: Backend) -> Iterator[redis.Redis]:
+    client = backend.direct()
+    yield client
+    client.srem(REGISTRY, backend.queue)
+
+
+def stored_facts(direct: redis.Redis, queue: str, consumer_id: str) -> dict[str, Any] | None:
+    raw = direct.get(f"{queue}:facts:{consumer_id}")
+    return None if raw is None else json.loads(raw)
+
+
+def history_totals(direct: redis.Redis, queue: str) -> dict[str, int]:
+    hour = int(time.time()) // 3600 * 3600
+    fields = RedisQueue(direct, queue).history_fields([hour - 3600, hour])
+    totals = {"done": 0, "failed": 0}
+    for field, count in fields.items():
+        kind, minute = field.split(":")
+        assert int(minute) % 60 == 0 and time.time() - 7200 < int(minute) <= time.time()
+        totals[kind] += count
+    return totals
+
+
+@pytest.mark.timeout(30)
+def test_a_consumer_writes_its_facts_history_and_registry_entry(
+    backend: Backend, direct: redis.Redis
+) -> None:
+    queue = backend.queue
+    consumer = gq.Consumer(
+        queue, client=backend.client(), processor_concurrency=3, job_max_attempts=0
+    )
+    consumer.opts.poller_poll_duration = 0.2
+    gq.Producer(queue, client=direct).perform_many([b"ok"] * 5 + [b"fail"] * 2)
+
+    def handler(job: gq.Job) -> None:
+        if job.data == b"fail":  # job_max_attempts=0: killed at once
+            raise RuntimeError("failed on purpose")
+
+    runner = gevent.spawn(consumer.run, handler)
+    try:
+        # The first heartbeat, at the start, writes the facts.
+        facts = wait_until(lambda: stored_facts(direct, queue, consumer.id), 10)
+        assert {name: type(v) for name, v in facts.items()} == FACT_TYPES
+        assert facts["id"] == consumer.id and facts["queues"] == [queue]
+        assert facts["host"] == socket.gethostname() and facts["pid"] == os.getpid()
+        assert facts["version"] == gq.__version__ and facts["concurrency"] == 3
+        assert facts["rss_bytes"] > 1e6
+        lease = consumer.opts.heartbeat_poll_interval + consumer.opts.custodian_consumer_timeout
+        assert 0 < direct.pttl(f"{queue}:facts:{consumer.id}") <= lease * 1000
+        assert queue.encode() in direct.smembers(REGISTRY)
+        wait_until(
+            lambda: direct.zcard(f"{queue}:dead") == 2 and not direct.llen(f"{queue}:active")
+        )
+        wait_until(lambda: consumer.recorder.totals["done"] == 5)
+        consumer.heartbeat_step()  # what the next heartbeat writes
+        facts = stored_facts(direct, queue, consumer.id)
+        assert facts is not None and (facts["jobs_done"], facts["jobs_failed"]) == (5, 2)
+        assert history_totals(direct, queue) == {"done": 5, "failed": 2}
+    finally:
+        consumer.stop()
+        runner.get(timeout=10)
+    # A graceful stop takes the facts away with the consumer.
+    assert stored_facts(direct, queue, consumer.id) is None
+    hour = int(time.time()) // 3600 * 3600
+    ttls = [direct.ttl(f"{queue}:history:{h}") for h in (hour - 3600, hour)]
+    assert any(HISTORY_TTL - 60 < ttl <= HISTORY_TTL for ttl in ttls), ttls
+
+
+def test_the_last_counts_are_written_at_a_graceful_stop(
+    backend: Backend, direct: redis.Redis
+) -> None:
+    queue = backend.queue
+    consumer = gq.Consumer(queue, client=backend.client())
+    consumer.opts.poller_poll_duration = 0.2
+    gq.Producer(queue, client=direct).perform_many([b"a", b"b", b"c"])
+    done: list[str] = []
+
+    def handler(job: gq.Job) -> None:
+        done.append(job.id)
+        if len(done) == 3:
+            consumer.stop()
+
+    consumer.run(handler)  # the heartbeat ran only at the start: the stop wrote the counts
+    assert history_totals(direct, queue) == {"done": 3, "failed": 0}
+
+
+class FailingQueue:
+    """A RedisQueue stand-in whose writes fail until ``healed``."""
+
+    def __init__(self, real: RedisQueue) -> None:
+        self.real = real
+        self.keys = real.keys
+        self.healed = False
+
+    def report(self, *args: Any) -> Any:
+        if not self.healed:
+            raise redis.ConnectionError("Redis is away")
+        return self.real.report(*args)
+
+
+def test_counts_that_could_not_be_written_go_with_the_next_heartbeat(
+    backend: Backend, direct: redis.Redis
+) -> None:
+    queue = FailingQueue(RedisQueue(backend.client(), backend.queue))
+    recorder = Recorder(backend.queue)
+    opts = ConsumerOptions()
+    reporter = Reporter(queue, "c1", opts, recorder, "test")  # type: ignore[arg-type]
+    recorder.done(4)
+    recorder.failed("retried")
+    reporter.beat(time.time())  # logs a warning, does not raise
+    recorder.done(1)
+    queue.healed = True
+    reporter.beat(time.time())
+    assert history_totals(direct, backend.queue) == {"done": 5, "failed": 1}
+    assert recorder.history.pending == {}
+
+
+def test_counts_older_than_the_history_are_dropped_when_given_back() -> None:
+    recorder = Recorder("q")
+    now_minute = int(time.time()) // 60 * 60
+    stale = now_minute - HISTORY_SECONDS - 60
+    recorder.history.restore({(stale, "done"): 3, (now_minute, "done"): 2})
+    assert recorder.history.pending == {(now_minute, "done"): 2}
+
+
+def test_history_minutes_follow_the_redis_servers_clock() -> None:
+    recorder = Recorder("q")
+    recorder.history.offset = 3 * 3600.0  # the server is 3 h ahead of this host
+    recorder.done(1)
+    [(minute, kind)] = recorder.history.pending
+    assert kind == "done" and abs(minute - (time.time() + 3 * 3600)) < 120
+
+
+# -- gq consumers ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def rq(redis_server: RedisServer) -> Iterator[RedisQueue]:
+    name = f"test_facts_{uuid.uuid4().hex[:8]}"
+    yield RedisQueue(redis_server.client(), name)
+    delete_keys(redis_server.client(), f"{name}*")
+    redis_server.client().srem(REGISTRY, name)
+
+
+def test_gq_consumers_shows_each_consumers_facts(redis_server: RedisServer, rq: RedisQueue) -> None:
+    rq.register("worker-a")
+    recorder = Recorder(rq.keys.name)
+    recorder.done(12)
+    Reporter(rq, "worker-a", ConsumerOptions(), recorder, "test").beat(time.time())
+    rq.register("curlyq-b")  # a consumer that writes no facts
+    env = env_for(redis_server.url, rq.keys.name)
+
+    result = run(ADMIN, "consumers", env=env)
+    assert result.returncode == 0, result.stderr
+    host, pid = re.escape(socket.gethostname()), os.getpid()
+    version = re.escape(gq.__version__)
+    line = rf"^worker-a\s+{host}\s+{pid}\s+{version}\s+0\s+12\s+\d+M\s+\d+%\s.*\s0\s+alive$"
+    assert re.search(line, result.stdout, re.M), result.stdout
+    assert re.search(r"^curlyq-b(\s+-){7}\s.*\s0\s+alive$", result.stdout, re.M), result.stdout
+
+    result = run(ADMIN, "consumers", "--json", env=env)
+    entries = {e["consumer"]: e for e in map(json.loads, result.stdout.splitlines())}
+    assert entries["worker-a"]["host"] == socket.gethostname()
+    assert entries["worker-a"]["jobs_done"] == 12 and entries["worker-a"]["rss_bytes"] > 1e6
+    assert entries["curlyq-b"]["host"] is None and entries["curlyq-b"]["alive"]
+
+
+def test_a_refused_write_gives_back_only_the_counts_that_did_not_land(
+    redis_server: RedisServer, rq: RedisQueue
+) -> None:
+    # An ACL user limited to the queue's keys, without SET and (at first) without HINCRBY:
+    # the registry and the facts are refused, and so are the increments, which must come
+    # back; once HINCRBY is allowed they land exactly once, even though SET still fails.
+    admin = redis_server.client()
+    user = f"gq-facts-{uuid.uuid4().hex[:6]}"
+    rule = dict(enabled=True, passwords=["+pw"], keys=[f"{rq.keys.name}*"], reset=True)
+    admin.acl_setuser(user, commands=["+ping", "+sadd", "+expire"], **rule)
+    try:
+        limited = redis.Redis(
+            host=redis_server.host, port=redis_server.port, db=redis_server.db,
+            username=user, password="pw",
+        )  # fmt: skip
+        recorder = Recorder(rq.keys.name)
+        reporter = Reporter(
+            RedisQueue(limited, rq.keys.name), "c1", ConsumerOptions(), recorder, "test"
+        )
+        recorder.done(3)
+        reporter.beat(time.time())
+        assert sum(recorder.history.pending.values()) == 3  # refused: kept
+        admin.acl_setuser(user, commands=["+ping", "+sadd", "+expire", "+hincrby"], **rule)
+        reporter.beat(time.time())
+        assert recorder.history.pending == {}
+        reporter.beat(time.time())
+        assert history_totals(admin, rq.keys.name) == {"done": 3, "failed": 0}
+        assert admin.get(rq.keys.facts("c1")) is None  # SET refused, only logged
+    finally:
+        admin.acl_deluser(user)
