@@ -36,10 +36,13 @@ def queue(redis_server: RedisServer) -> Iterator[str]:
     client.srem(REGISTRY, name)
 
 
-def start_worker(tmp_path: Path, server: RedisServer, queue: str, port: int, **env: str) -> Worker:
+def start_worker(
+    tmp_path: Path, server: RedisServer, queue: str, port: int, *flags: str, **env: str
+) -> Worker:
     return Worker(
         tmp_path,
         "tests.metrics_handlers:outcome",
+        *flags,
         "--metrics-port",
         str(port),
         "--job-max-attempts",
@@ -57,15 +60,8 @@ def test_a_worker_serves_its_counters_histograms_and_process_metrics(
     tmp_path: Path, redis_server: RedisServer, queue: str
 ) -> None:
     port = free_port()
-    # gevent's monitor thread, as the worker will enable it: reports a hub blocked 50 ms.
-    worker = start_worker(
-        tmp_path,
-        redis_server,
-        queue,
-        port,
-        GEVENT_MONITOR_THREAD_ENABLE="true",
-        GEVENT_MAX_BLOCKING_TIME="0.05",
-    )
+    # The worker runs gevent's monitor thread (gq.watchdog); report a hub blocked 50 ms.
+    worker = start_worker(tmp_path, redis_server, queue, port, "--hub-block-warning", "0.05")
     try:
         wait_until(lambda: answers(port), 15, message="the metrics server")
         producer = gq.Producer(queue, url=redis_server.url)
