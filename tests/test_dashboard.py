@@ -456,3 +456,19 @@ def test_a_running_consumer_shows_up_and_the_queue_drains(
     finally:
         consumer.stop()
         runner.join(timeout=10)
+
+
+def test_metrics_serves_the_queue_gauges_behind_the_same_auth(client: redis.Redis) -> None:
+    queue = f"dash-metrics-{uuid.uuid4().hex[:6]}"
+    try:
+        gq.Producer(queue, client=client).perform_many([b"a", b"b"])
+        app = dashboard.app(client=client, queues=[queue], auth="ops:pw")
+        with serving(app) as address:
+            http = Http(address)
+            assert http.get("/metrics").status == 401
+            http.auth = "Basic " + base64.b64encode(b"ops:pw").decode()
+            scraped = http.get("/metrics")
+        assert scraped.status == 200 and scraped.headers["Content-Type"].startswith("text/plain")
+        assert f'gq_queue_jobs{{queue="{queue}",state="ready"}} 2.0' in scraped.body
+    finally:
+        delete_keys(client, f"{queue}*")

@@ -39,6 +39,7 @@ StartResponse = Callable[..., Any]
 # A queue name may hold "/": the name is matched lazily up to a known suffix.
 _ROUTE_TABLE: list[tuple[str, str, Handler]] = [
     ("GET", r"/", pages.index),
+    ("GET", r"/metrics", pages.metrics),
     ("GET", r"/static/(?P<file>[a-z0-9_-]+\.(?:css|js|svg))", pages.static),
     ("GET", r"/api/queues", pages.api_queues),
     (
@@ -86,6 +87,7 @@ class Dashboard:
         self.refresh = max(2.0, refresh) if refresh else 0.0  # never a tighter poll than 2 s
         self.templates = _environment()
         self._queues: dict[str, RedisQueue] = {}
+        self.metrics_registry: Any = None  # built at the first /metrics scrape
 
     # -- WSGI ------------------------------------------------------------------------------
 

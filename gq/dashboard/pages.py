@@ -218,6 +218,22 @@ def api_view(d: Dashboard, request: Request, name: str, view: str) -> Response:
     return json_response({"jobs": rows, "page": page, "per": per})
 
 
+def metrics(d: Dashboard, request: Request) -> Response:
+    """The queue gauges in Prometheus' text format (gq.metrics; the extra gq[metrics])."""
+    from gq import metrics as gq_metrics
+
+    try:
+        client = gq_metrics.prometheus()
+    except gq_metrics.MetricsUnavailableError as exc:
+        raise HTTPError(501, str(exc)) from None
+    if d.metrics_registry is None:
+        d.metrics_registry = gq_metrics.queue_metrics_registry(
+            d.client, d.explicit or None, d.consumer_timeout
+        )
+    body = client.generate_latest(d.metrics_registry)
+    return Response(200, body, client.CONTENT_TYPE_LATEST)
+
+
 def healthz(d: Dashboard, request: Request) -> Response:
     return text_response("ok") if d.redis_ok() else text_response("Redis unreachable", 503)
 
