@@ -393,9 +393,18 @@ class Consumer:
             step,
             interval=interval,
             max_attempts=lambda: getattr(self.opts, f"{prefix}_max_attempts") or 0,
-            max_backoff=lambda: getattr(self.opts, f"{prefix}_max_backoff"),
+            max_backoff=lambda: self._max_backoff(prefix),
             context=self.context,
         )
+
+    def _max_backoff(self, prefix: str) -> float:
+        cap: float = getattr(self.opts, f"{prefix}_max_backoff")
+        if prefix == "heartbeat":
+            # A failed heartbeat is tried again well within the lease, whatever the cap
+            # says: waiting longer would let a custodian take this consumer for dead
+            # after one lost reply, and its jobs would run twice.
+            cap = min(cap, self.opts.custodian_consumer_timeout / 4)
+        return cap
 
     # -- loop steps (one iteration each; True means "a full batch, go again at once") -------
 
