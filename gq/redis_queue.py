@@ -10,7 +10,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 
 import redis
 from redis.commands.core import Script
@@ -149,7 +149,8 @@ def flags(replies: Iterable[Any]) -> list[bool]:
     return [bool(flag) for reply in replies for flag in reply]
 
 
-class Fetched(list):
+# Optional, not `bytes | None`: a base class is evaluated at run time (Python 3.9).
+class Fetched(list[tuple[str, Optional[bytes]]]):
     """The (id, message or None) pairs of one fetch, and whether it concerns a suspect job."""
 
     def __init__(self, pairs: Iterable[tuple[str, bytes | None]], suspect: bool) -> None:

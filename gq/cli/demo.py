@@ -15,7 +15,7 @@ import gevent
 
 import gq
 from gq.cli import ENV_URL, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE
-from gq.cli.common import CliError, duration, positive_int, queue_on, unreachable
+from gq.cli.common import CliError, Parser, duration, positive_int, queue_on, unreachable
 from gq.connection import DEFAULT_URL, FAKEREDIS_SCHEME, client_from_url, redact_url
 from gq.redis_queue import MAX_BATCH, RedisQueue
 
@@ -26,7 +26,7 @@ DEFAULT_WAIT = 0.01
 BAR_WIDTH = 30
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
     help = "enqueue sample jobs, drain them with a worker in this process, show throughput"
     parser = commands.add_parser(
         "demo",
