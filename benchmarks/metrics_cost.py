@@ -28,7 +28,16 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from common import ROOT, WORKERS, command, dedicated_redis, machine, markdown_table, versions, write_json
+from common import (
+    ROOT,
+    WORKERS,
+    command,
+    dedicated_redis,
+    machine,
+    markdown_table,
+    versions,
+    write_json,
+)
 from gqbench import delete_queue, gq_drain, prefill, strip
 
 import gq
@@ -103,7 +112,7 @@ def hooks() -> dict[str, float]:
     out = {}
     for name, recorder in (("off", Recorder("q")), ("on", metrics.PrometheusRecorder("q"))):
         started, finished = recorder.started, recorder.finished
-        out[name] = per_call(lambda: finished(started(job)), 200_000)
+        out[name] = per_call(lambda: finished(started(job)), 200_000)  # noqa: B023 - called here
     return out
 
 
@@ -152,7 +161,8 @@ def main() -> None:
     with dedicated_redis() as url, old_tree(args.before) as before:
         info = machine(url)
         runs = drains(url, n, repeat, before)
-        micro = {"hot_path_us": hot_path(before, repeat), "hooks_us": hooks(), "heartbeat_write_us": heartbeat_write(url),
+        micro = {"hot_path_us": hot_path(before, repeat), "hooks_us": hooks(),
+                 "heartbeat_write_us": heartbeat_write(url),
                  "scrape_us": scrape(url, n)}
     med = {m: {k: statistics.median(r[k] for r in rs) for k in ("rate", "cpu_us_per_job")}
            for m, rs in runs.items()}

@@ -15,6 +15,7 @@ usage: peers.py [--quick] [--repeat K] [--only rq,celery,...] [--name peers]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -115,13 +116,12 @@ def run_peer(name: str, base_url: str, task: str, n: int, concurrency: int, slee
     subprocess.run([f"{venv}/bin/python", f"peer_{name}.py", url, task, str(n)], cwd=WORKERS,
                    env=env, check=True, capture_output=True, timeout=300)
     enqueue_s = time.perf_counter() - t
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, open(os.path.join(tmp, "worker.log"), "w+") as log:
         out = os.path.join(tmp, "result.json")
         env["BENCH_OUT"] = out
         cmd = spec["cmd"](venv, url, concurrency)
         if name in ("celery", "dramatiq", "huey"):
             cmd = cmd  # the task name is picked at enqueue time
-        log = open(os.path.join(tmp, "worker.log"), "w+")
         proc = subprocess.Popen(cmd, cwd=WORKERS, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         limit = time.monotonic() + deadline + 60
@@ -131,15 +131,14 @@ def run_peer(name: str, base_url: str, task: str, n: int, concurrency: int, slee
                     log.seek(0)
                     raise RuntimeError(f"{name} worker gave no result: {log.read()[-1500:]}")
                 time.sleep(0.05)
-            result = json.load(open(out))
+            with open(out) as f:
+                result = json.load(f)
         finally:
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 if proc.poll() is None:
                     os.killpg(proc.pid, sig)
-                    try:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(5)
-                    except subprocess.TimeoutExpired:
-                        pass
     redis.Redis.from_url(url).flushdb()
     result["enqueue_rate"] = n / enqueue_s
     return strip(result)
@@ -176,14 +175,14 @@ def main() -> None:
                 try:
                     runs.setdefault("curlyq", []).append(
                         curlyq_drain(url, n, w["C"], buffer, w["sleep_ms"]))
-                except Exception as exc:  # no Go here: reported, not fatal
+                except Exception as exc:  # noqa: BLE001 - no Go here: reported, not fatal
                     runs.setdefault("curlyq", []).append({"error": str(exc)[-800:]})
                 for name in peers:
                     try:
                         runs.setdefault(name, []).append(
                             run_peer(name, url, w["task"], n_peer, w["C"], w["sleep_ms"],
                                      deadline))
-                    except Exception as exc:  # a peer that fails is reported, not fatal
+                    except Exception as exc:  # noqa: BLE001 - a failing peer is reported, not fatal
                         runs.setdefault(name, []).append({"error": str(exc)[-800:]})
                     print(f"{wname} rep {rep} {name}: "
                           f"{runs[name][-1].get('rate', runs[name][-1].get('error'))}",

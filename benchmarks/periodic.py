@@ -70,7 +70,8 @@ def main() -> None:
                             "results": results, "runs": runs})  # fmt: skip
     base = results["push"]
     print(markdown_table(["call", "µs per call (median)", "vs push"],
-                         [[k, round(v, 1), f"{v / base:.2f}x"] for k, v in results.items()]))  # fmt: skip
+                         [[k, round(v, 1), f"{v / base:.2f}x"]
+                          for k, v in results.items()]))  # fmt: skip
 
 
 if __name__ == "__main__":

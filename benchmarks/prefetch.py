@@ -48,7 +48,8 @@ def worker(url: str, queue: str, label: str, sleep: float, *flags: str) -> subpr
            "BENCH_SLEEP_S": str(sleep), "PYTHONPATH": os.pathsep.join([str(WORKERS), str(ROOT)])}
     return subprocess.Popen([sys.executable, "-m", "gq.cli.worker", "share_handler:sleep_and_tag",
                              "--queue", queue, "--url", url, "--stats-interval", "0", *flags],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                            env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
 
 
 def registered(client: redis.Redis, queue: str, count: int) -> None:

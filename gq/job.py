@@ -106,7 +106,7 @@ def decode(raw: bytes) -> Job:
     # non-UTF-8 ID, a bad type) takes the full path below, which says what is wrong.
     try:
         obj = _unpackb(raw, raw=True, strict_map_key=False, use_list=False)
-    except Exception:  # msgpack raises several unrelated types on bad input
+    except Exception:  # noqa: BLE001 - msgpack raises several unrelated types on bad input
         obj = None
     if type(obj) is dict:
         raw_id = obj.get(_RAW_ID)

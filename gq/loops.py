@@ -137,7 +137,7 @@ class ThreadHeartbeat:
                 continue
             try:
                 self._beat()
-            except Exception as exc:  # the Heartbeat loop reports failures that last
+            except Exception as exc:  # noqa: BLE001 - the Heartbeat loop reports failures that last
                 log.debug("%s: thread heartbeat failed: %r", self._context, exc)
                 continue
             self.beats += 1

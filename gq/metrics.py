@@ -348,7 +348,7 @@ class QueueCollector:
         for name in self._names():
             try:
                 gauges = self._handle(name).gauges(self._consumer_timeout)
-            except Exception as exc:  # a bad name, a Redis error: this queue only
+            except Exception as exc:  # noqa: BLE001 - a bad name, a Redis error: this queue only
                 self.errors += 1
                 log.warning("metrics scrape of queue %s failed: %r", name, exc)
                 continue
@@ -367,7 +367,7 @@ class QueueCollector:
             return self._queues
         try:
             return registered_queues(self._client)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a scrape reports the error, never raises
             self.errors += 1
             log.warning("metrics scrape could not read the queue registry: %r", exc)
             return []

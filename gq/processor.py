@@ -139,7 +139,7 @@ class Acker:
                 self._context,
                 f"acknowledge {len(ids)} job(s)",
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any write that persist gave up on is fatal
             self._on_fatal(AckJobError(batch[0], exc))
             return False
         self._on_done(batch)
@@ -338,7 +338,7 @@ class Processor:
                 self._handler(copy)
         except gevent.GreenletExit:
             raise  # a forced stop: the job stays in flight for another consumer
-        except BaseException as exc:  # the handler's failure, whatever it raised
+        except BaseException as exc:  # noqa: BLE001 - the handler's failure, whatever it raised
             if timed:
                 recorder.finished(began)
             self._failed(job, exc)
@@ -409,7 +409,7 @@ class Processor:
         budget = self._opts.custodian_consumer_timeout
         try:
             owned, resent = persist(write, budget, self._context, f"{action} job {job.id}")
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any write that persist gave up on is fatal
             self._on_fatal(error_type(job, error))
             return False
         self.held.discard(job.id)

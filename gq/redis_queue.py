@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar, cast
 
 import redis
 from redis.commands.core import Script
@@ -36,6 +36,72 @@ MAX_REGISTERED_QUEUES = 10_000
 HISTORY_KEEP_HOURS = 26
 
 T = TypeVar("T")
+
+
+# The Redis client as gq uses it: the methods it calls, and no more. redis.Redis,
+# redis.cluster.RedisCluster and fakeredis.FakeRedis satisfy it as they are (checked by
+# mypy below). Replies are Any: redis-py types each one `X | Awaitable[X]` (one set of
+# annotations for its asyncio client too) and as decoded str, where gq's clients
+# (decode_responses=False) answer bytes; every caller converts the reply it reads.
+class RedisPipeline(Protocol):
+    """The commands gq queues on a non-transactional pipeline (a ClusterPipeline on a
+    cluster); each returns the pipeline, ``execute`` the replies in order."""
+
+    def llen(self, name: str, /) -> Any: ...
+    def zcard(self, name: str, /) -> Any: ...
+    def zcount(self, name: str, min: str, max: str, /) -> Any: ...
+    def scard(self, name: str, /) -> Any: ...
+    def delete(self, *names: str) -> Any: ...
+    def exists(self, *names: str) -> Any: ...
+    def get(self, name: str, /) -> Any: ...
+    def hmget(self, name: str, keys: list[str], /) -> Any: ...
+    def lpush(self, name: str, *values: str) -> Any: ...
+    def ltrim(self, name: str, start: int, end: int, /) -> Any: ...
+    def srem(self, name: str, *values: str) -> Any: ...
+    def sadd(self, name: str, *values: str) -> Any: ...
+    def set(self, name: str, value: str, *, px: int | None = ...) -> Any: ...
+    def expire(self, name: str, time: int, /) -> Any: ...
+    def hgetall(self, name: str, /) -> Any: ...
+    def hdel(self, name: str, *keys: str) -> Any: ...
+    def hincrby(self, name: str, key: str, amount: int = ..., /) -> Any: ...
+    def execute(self, raise_on_error: bool = ...) -> list[Any]: ...
+
+
+class RedisClient(Protocol):
+    """The blocking client a ``RedisQueue`` is given (see the note above)."""
+
+    def register_script(self, script: str, /) -> Script: ...
+    def pipeline(self, transaction: bool = ...) -> RedisPipeline: ...
+    def lmove(self, first_list: str, second_list: str, src: str, dest: str, /) -> Any: ...
+    # timeout: int as redis-py annotates it; BLMOVE takes fractional seconds (Redis 6+).
+    def blmove(
+        self, first_list: str, second_list: str, timeout: int, src: str, dest: str, /
+    ) -> Any: ...
+    def blpop(self, keys: list[str], timeout: float, /) -> Any: ...
+    def smembers(self, name: str, /) -> Any: ...
+    def config_get(self, pattern: str, /) -> Any: ...
+    def time(self, **kwargs: Any) -> Any: ...  # a cluster takes target_nodes=
+    def hmget(self, name: str, keys: list[str], /) -> Any: ...
+    def hget(self, name: str, key: str, /) -> Any: ...
+    def lindex(self, name: str, index: int, /) -> Any: ...
+    def zrange(
+        self, name: str, start: int, end: int, *, desc: bool = ..., withscores: bool = ...
+    ) -> Any: ...
+    def sscan_iter(self, name: str, *, count: int | None = ...) -> Iterator[Any]: ...
+    def ping(self) -> Any: ...
+    def close(self) -> None: ...
+
+
+if TYPE_CHECKING:  # mypy's proof that redis-py's and fakeredis' clients satisfy it
+    from fakeredis import FakeRedis
+    from redis.client import Pipeline
+    from redis.cluster import ClusterPipeline, RedisCluster
+
+    def _satisfied(plain: redis.Redis, cluster: RedisCluster, fake: FakeRedis) -> list[RedisClient]:
+        return [plain, cluster, fake]
+
+    def _pipelines(plain: Pipeline, cluster: ClusterPipeline) -> list[RedisPipeline]:
+        return [plain, cluster]  # RedisCluster.pipeline() is unannotated: checked here
 
 
 def chunks(items: Sequence[T], size: int = MAX_BATCH) -> list[Sequence[T]]:
@@ -152,7 +218,8 @@ def flags(replies: Iterable[Any]) -> list[bool]:
     return [bool(flag) for reply in replies for flag in reply]
 
 
-class Fetched(list):
+# Optional, not `bytes | None`: a base class is evaluated at run time (Python 3.9).
+class Fetched(list[tuple[str, Optional[bytes]]]):
     """The (id, message or None) pairs of one fetch, and whether it concerns a suspect job."""
 
     def __init__(self, pairs: Iterable[tuple[str, bytes | None]], suspect: bool) -> None:
@@ -163,9 +230,9 @@ class Fetched(list):
 class RedisQueue:
     """The Redis state of queue ``name``, reached through ``client``."""
 
-    def __init__(self, client: redis.Redis | Any, name: str) -> None:
+    def __init__(self, client: RedisClient, name: str) -> None:
         self.cluster = check_client(client, name)
-        self.client: Any = client
+        self.client = client
         self.keys = QueueKeys(name)
         self._embedded = type(client).__module__.startswith("fakeredis")
         self._scripts: dict[str, Script] = {
@@ -184,8 +251,8 @@ class RedisQueue:
         if len(batches) == 1 or self.cluster:
             return [self._run(name, keys, args) for args in batches]
         pipe = self.client.pipeline(transaction=False)
-        for args in batches:
-            self._scripts[name](keys=list(keys), args=args, client=pipe)
+        for args in batches:  # (a Pipeline is a redis.Redis: no cluster comes here)
+            self._scripts[name](keys=list(keys), args=args, client=cast(redis.Redis, pipe))
         with _permission_errors(f"gq's {name} script"):
             return list(pipe.execute())
 
@@ -243,7 +310,8 @@ class RedisQueue:
             return True
         try:
             with _permission_errors("BLMOVE"):
-                return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None
+                # A float timeout: BLMOVE takes one (Redis 6+), redis-py annotates it int.
+                return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None  # type: ignore[arg-type]
         except redis.ResponseError as exc:
             if not _out_of_memory(exc):
                 raise
@@ -398,7 +466,8 @@ class RedisQueue:
 
     def server_time(self) -> float:
         if self.cluster:  # the clock of the master that holds this queue
-            node = self.client.get_node_from_key(self.keys.data)
+            cluster: Any = self.client  # a RedisCluster, whose own method finds the node
+            node = cluster.get_node_from_key(self.keys.data)
             seconds, micros = self.client.time(target_nodes=node)
         else:
             seconds, micros = self.client.time()
@@ -754,7 +823,7 @@ class QueueGauges:
     now: float
 
 
-def registered_queues(client: Any, limit: int = MAX_REGISTERED_QUEUES) -> list[str]:
+def registered_queues(client: RedisClient, limit: int = MAX_REGISTERED_QUEUES) -> list[str]:
     """The queue names in the registry (``gq:queues``), sorted; at most ``limit`` of them,
     read with SSCAN so that a huge registry cannot block Redis."""
     names: set[str] = set()

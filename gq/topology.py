@@ -71,7 +71,8 @@ def _split(url: str) -> tuple[str, str, list[tuple[str, int]], str, str]:
 def _options(base: str, userinfo: str, db: str, query: str) -> dict[str, Any]:
     """redis-py's connection options for a single-host URL with this user info and query."""
     auth = f"{userinfo}@" if userinfo else ""
-    options: dict[str, Any] = parse_url(
+    # redis-py leaves parse_url unannotated.
+    options: dict[str, Any] = parse_url(  # type: ignore[no-untyped-call]
         f"{base}://{auth}localhost/{db}" + (f"?{query}" if query else "")
     )
     options.pop("host", None)
@@ -94,7 +95,10 @@ def cluster_client(url: str, retry: Retry, **pool_options: Any) -> Any:
     options.update(pool_options)
     try:
         return RedisCluster(
-            startup_nodes=[ClusterNode(host, port) for host, port in nodes], retry=retry, **options
+            # redis-py leaves ClusterNode's __init__ unannotated.
+            startup_nodes=[ClusterNode(host, port) for host, port in nodes],  # type: ignore[no-untyped-call]
+            retry=retry,
+            **options,
         )
     except RedisClusterException as exc:  # not a RedisError: make it one
         raise redis.ConnectionError(scrub(str(exc), url)) from None
@@ -120,8 +124,9 @@ def sentinel_client(url: str, retry: Retry, **pool_options: Any) -> redis.Redis:
         for key, value in options.items()
         if key in ("socket_timeout", "socket_connect_timeout")
     }
-    sentinel = Sentinel(nodes, sentinel_kwargs={**sentinel_options, "retry": retry})
-    client: redis.Redis = sentinel.master_for(service, retry=retry, **options)
+    # redis-py leaves Sentinel and master_for unannotated.
+    sentinel = Sentinel(nodes, sentinel_kwargs={**sentinel_options, "retry": retry})  # type: ignore[no-untyped-call]
+    client: redis.Redis = sentinel.master_for(service, retry=retry, **options)  # type: ignore[no-untyped-call]
     return client
 
 
@@ -150,7 +155,8 @@ def async_sentinel_client(url: str, retry: Any) -> Any:
     options = _async_options(base, userinfo, db, query)
     timeouts = ("socket_timeout", "socket_connect_timeout")
     sentinel_options = {key: value for key, value in options.items() if key in timeouts}
-    sentinel = Sentinel(nodes, sentinel_kwargs={**sentinel_options, "retry": retry})
+    # redis-py leaves the asyncio Sentinel's __init__ unannotated.
+    sentinel = Sentinel(nodes, sentinel_kwargs={**sentinel_options, "retry": retry})  # type: ignore[no-untyped-call]
     return sentinel.master_for(service, retry=retry, **options)
 
 

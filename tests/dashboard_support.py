@@ -187,7 +187,7 @@ class DashboardProcess:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 return self.proc.wait(timeout=10)
-            except Exception:
+            except Exception:  # noqa: BLE001 - however the wait failed, the process is killed
                 stop_process(self.proc)
         return int(self.proc.returncode)
 

@@ -7,6 +7,7 @@ take Redis away from a client (``Backend.outage``) while the test keeps its own 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -184,10 +185,8 @@ class TcpProxy:
 
     def _close(self, sock: socket.socket) -> None:
         self._sockets.discard(sock)
-        try:
+        with contextlib.suppress(OSError):
             sock.close()  # wakes a greenlet blocked on this socket with an OSError
-        except OSError:
-            pass
 
 
 # --------------------------------------------------------------------------- servers
@@ -341,10 +340,8 @@ class Backend:
     def close(self) -> None:
         """Teardown: close every client this backend made."""
         for client in self._clients + ([self._direct] if self._direct else []):
-            try:
+            with contextlib.suppress(redis.RedisError, OSError):
                 client.close()
-            except (redis.RedisError, OSError):
-                pass
         self._clients.clear()
 
     def _new_client(self, **kwargs: Any) -> redis.Redis:

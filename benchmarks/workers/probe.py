@@ -54,11 +54,14 @@ class Probe:
         self.count += 1
         if latency is not None:
             self.latencies.append(latency)
-        if self.count == self.n:
+        # All done, or (looked at every 16th job) past the deadline with no result yet.
+        if self.count == self.n or (
+            self.deadline
+            and self.result is None
+            and not self.count % 16
+            and time.perf_counter() - self.t0 > self.deadline
+        ):
             self.finish()
-        elif self.deadline and self.result is None and not self.count % 16:
-            if time.perf_counter() - self.t0 > self.deadline:
-                self.finish()
 
     def finish(self) -> None:
         if self.result is not None:

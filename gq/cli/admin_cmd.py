@@ -78,13 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add(
-    commands: argparse._SubParsersAction,
+    commands: argparse._SubParsersAction[Parser],
     name: str,
     help: str,
-    parents: list[argparse.ArgumentParser],
+    parents: list[Parser],
     func: Command | None,
-) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = commands.add_parser(
+) -> Parser:
+    parser: Parser = commands.add_parser(
         name,
         help=help,
         description=help[0].upper() + help[1:] + ".",
@@ -106,7 +106,7 @@ def _consumer_timeout(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_stats(commands: argparse._SubParsersAction, conn: argparse.ArgumentParser) -> None:
+def _add_stats(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
     parser = _add(
         commands,
         "stats",
@@ -118,7 +118,7 @@ def _add_stats(commands: argparse._SubParsersAction, conn: argparse.ArgumentPars
     _consumer_timeout(parser)
 
 
-def _add_consumers(commands: argparse._SubParsersAction, conn: argparse.ArgumentParser) -> None:
+def _add_consumers(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
     parser = _add(
         commands,
         "consumers",
@@ -130,7 +130,7 @@ def _add_consumers(commands: argparse._SubParsersAction, conn: argparse.Argument
     _consumer_timeout(parser)
 
 
-def _add_enqueue(commands: argparse._SubParsersAction, conn: argparse.ArgumentParser) -> None:
+def _add_enqueue(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
     parser = _add(
         commands,
         "enqueue",
@@ -157,8 +157,8 @@ def _add_enqueue(commands: argparse._SubParsersAction, conn: argparse.ArgumentPa
 
 
 def _add_job_set(
-    commands: argparse._SubParsersAction,
-    conn: argparse.ArgumentParser,
+    commands: argparse._SubParsersAction[Parser],
+    conn: Parser,
     state: str,
     list_: Command,
     delete: Command,

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from gq.cli import ENV_URL, EXIT_OK, EXIT_USAGE
-from gq.cli.common import CliError, duration
+from gq.cli.common import CliError, Parser, duration
 from gq.connection import DEFAULT_URL, client_from_url, redact_url
 
 ENV_AUTH = "GQ_DASHBOARD_AUTH"  # the same name as gq.dashboard.ENV_AUTH (not imported: Jinja2)
@@ -21,7 +21,7 @@ ENV_AUTH = "GQ_DASHBOARD_AUTH"  # the same name as gq.dashboard.ENV_AUTH (not im
 MAX_CONNECTIONS = 100
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
     parser = commands.add_parser(
         "dashboard",
         help="serve the web dashboard (needs gq[dashboard])",

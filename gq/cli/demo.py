@@ -15,7 +15,7 @@ import gevent
 
 import gq
 from gq.cli import ENV_URL, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE
-from gq.cli.common import CliError, duration, positive_int, queue_on, unreachable
+from gq.cli.common import CliError, Parser, duration, positive_int, queue_on, unreachable
 from gq.connection import DEFAULT_URL, FAKEREDIS_SCHEME, client_from_url, redact_url
 from gq.redis_queue import MAX_BATCH, RedisQueue
 
@@ -26,7 +26,7 @@ DEFAULT_WAIT = 0.01
 BAR_WIDTH = 30
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
     help = "enqueue sample jobs, drain them with a worker in this process, show throughput"
     parser = commands.add_parser(
         "demo",
@@ -111,7 +111,7 @@ def choose_backend(url: str) -> tuple[str, str]:
     reason = f"no Redis at {redact_url(url)}: {problem.rstrip('.')}"
     try:  # fakeredis is there, and runs Lua (fakeredis[lua])
         RedisQueue(client_from_url(EMBEDDED_URL), "gq-demo-probe").backlog("probe")
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever failed, there is no embedded server to use
         raise CliError(
             EXIT_UNREACHABLE,
             f"{reason}; and the embedded server needs fakeredis "
@@ -162,7 +162,7 @@ def _drain(url: str, queue: str, args: argparse.Namespace) -> tuple[int, float]:
 def _clean_up(rq: RedisQueue) -> None:
     try:
         rq.delete_queue()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - best effort on the way out: reported, not raised
         print(f"gq demo: could not delete queue {rq.keys.name}: {exc}", file=sys.stderr)
     finally:
         rq.client.close()

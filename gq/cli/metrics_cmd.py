@@ -14,7 +14,7 @@ import gevent
 from gevent.event import Event
 
 from gq.cli import ENV_URL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
-from gq.cli.common import CliError, duration, is_refusal, open_queue, queue_on
+from gq.cli.common import CliError, Parser, duration, is_refusal, open_queue, queue_on
 from gq.cli.logs import scrub, url_secrets
 from gq.connection import DEFAULT_URL, redact_url
 from gq.redis_queue import registered_queues
@@ -83,7 +83,7 @@ def _serve(host: str, port: int, app: Any) -> Any:
 # -- gq metrics ------------------------------------------------------------------------------
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
     help = "serve Prometheus gauges of whole queues (needs gq[metrics])"
     parser: argparse.ArgumentParser = commands.add_parser(
         "metrics",

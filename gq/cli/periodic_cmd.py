@@ -49,7 +49,7 @@ def _import(spec: str) -> Any:
         sys.path.insert(0, os.getcwd())  # as for HANDLER
     try:
         target: Any = importlib.import_module(module_name)
-    except Exception as exc:  # a bad rule in the module is a ConfigurationError here
+    except Exception as exc:  # noqa: BLE001 - any import failure, bad rules included, is a usage error
         raise CliError(
             EXIT_USAGE, f"--periodic {spec}: cannot import {module_name!r}: {exc}"
         ) from None
