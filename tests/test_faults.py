@@ -572,7 +572,9 @@ def test_14_a_hub_held_in_c_code_past_the_lease_loses_its_jobs_safely(make: Make
 
 
 def test_15_a_worker_stopped_past_its_lease_then_continued(make: Make) -> None:
-    server, fleet = make()
+    # A 2.3 s lease: on a loaded machine a 1.3 s one can run out before the SIGSTOP (a
+    # late heartbeat), and the stop would then be too short to show.
+    server, fleet = make(options=[*FAST, "--custodian-consumer-timeout", "2"])
     paused = fleet.start("--concurrency", "5", "--buffer-size", "10")
     ids = fleet.enqueue(200, b"0.5")
     rescuer = fleet.start("--concurrency", "20")

@@ -59,11 +59,11 @@ def test_strict_priority_runs_the_higher_queue_first(backend: Backend) -> None:
     assert {job_id for queue, job_id in order if queue == high} == {f"high{i}" for i in range(50)}
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(120)
 def test_weights_share_the_handlers_by_ratio(backend: Backend) -> None:
     names = _names(backend, "a", "b", "c")
     for name, prefix in zip(names, "abc"):
-        _fill(backend, name, 3000, prefix)
+        _fill(backend, name, 3000, prefix)  # none runs dry before 3,000 are done
     seen: Counter[str] = Counter()
     enough = Event()
 
@@ -76,13 +76,14 @@ def test_weights_share_the_handlers_by_ratio(backend: Backend) -> None:
     consumer, runner = _run(backend, dict(zip(names, (6, 3, 1))), handler,
                             processor_concurrency=1, poller_buffer_size=1)  # fmt: skip
     try:
-        enough.wait(60)
+        assert enough.wait(100), seen
     finally:
         consumer.stop()
         runner.join(10)
         _cleanup(backend, names)
     shares = [seen[name] / 3000 for name in names]
-    assert shares == pytest.approx([0.6, 0.3, 0.1], abs=0.035), shares
+    # 3,000 draws: one standard deviation of the largest share is 0.9 percentage points.
+    assert shares == pytest.approx([0.6, 0.3, 0.1], abs=0.04), shares
 
 
 @pytest.mark.timeout(30)
