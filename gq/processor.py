@@ -191,6 +191,7 @@ class Processor:
         self.buffer: Queue[Job] = Queue()
         self.workers: list[gevent.Greenlet] = []
         self.running = 0  # handlers running now
+        self._timed_seq = 0  # jobs started while timing was on (for the metrics' sampling)
         self._waiting = 0  # workers blocked on an empty buffer
         self._room = Event()  # set when the buffer has room for the poller
         self._room.set()
@@ -327,6 +328,9 @@ class Processor:
         timeout = self._opts.job_timeout
         recorder = self.recorder
         timed = recorder.timed  # False unless metrics are on: skip the calls
+        if timed:  # and then one job in recorder.sample_mask + 1 (metrics at high rates)
+            self._timed_seq += 1
+            timed = not self._timed_seq & recorder.sample_mask
         began = recorder.started(job) if timed else 0.0
         try:
             # A copy: what the handler does to its Job must not change what is stored.

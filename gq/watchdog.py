@@ -2,7 +2,11 @@
 
 gevent's monitor thread (``gevent.config.monitor_thread``) notices a hub that has not
 switched greenlets for ``max_blocking_time`` and names the greenlet that holds it. gq turns
-it on with ``hub_block_warning`` as that time, and subscribes to its ``EventLoopBlocked``:
+it on with ``hub_block_warning`` as that time. gevent's own report renders the locals of
+every greenlet (pprint), which takes seconds in a worker with thousands of handlers, on
+the GIL, while the hub is already blocked; so gq keeps gevent's thread and switch tracer
+but has the thread run ``_check`` in its place: the blocking greenlet's stack only, sent
+as the same ``EventLoopBlocked`` event (gq.metrics counts them). From the event:
 
 - it logs the blocked hub with the blocking greenlet's stack (once per episode, through
   logging, so gq-worker's JSON logs stay JSON), instead of gevent's print to stderr;
@@ -20,7 +24,9 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import time
+import traceback
 from types import FrameType
 from typing import Any
 
@@ -42,7 +48,7 @@ DEADLINES: dict[Any, tuple[float, float]] = {}
 
 class _State:
     users = 0
-    started_monitor = False
+    tracer: Any = None
     previous_handler: Any = None
     main_thread = 0
     last_blocker: Any = None
@@ -72,24 +78,44 @@ def disable() -> None:
     signal.signal(INTERRUPT, _State.previous_handler or signal.SIG_DFL)
     if _on_blocked in events.subscribers:
         events.subscribers.remove(_on_blocked)
-    hub = gevent.get_hub()
-    if _State.started_monitor and hub.periodic_monitoring_thread is not None:
-        hub.periodic_monitoring_thread.kill()
-        hub.periodic_monitoring_thread = None
-    _State.started_monitor = False
+    # gevent's thread stays for the process (stopping and starting it per consumer left
+    # several alive at once); with no consumer, a blocked hub is only an event.
 
 
 def _start() -> None:
     _State.previous_handler = signal.signal(INTERRUPT, _interrupt)
     # The OS thread to interrupt: this one (gevent's patched get_ident names greenlets).
     _State.main_thread = monkey.get_original("_thread", "get_ident")()
-    gevent.config.print_blocking_reports = False  # reported through logging instead
     events.subscribers.append(_on_blocked)
     hub = gevent.get_hub()
     if hub.periodic_monitoring_thread is None:
         gevent.config.monitor_thread = True
         hub.start_periodic_monitoring_thread()
-        _State.started_monitor = True
+    _use_cheap_report(hub.periodic_monitoring_thread)
+
+
+def _use_cheap_report(thread: Any) -> None:
+    """Have gevent's monitor thread run ``_check`` instead of its own blocking report
+    (its first monitoring function; gevent keeps its period at ``max_blocking_time``)."""
+    entries = getattr(thread, "_monitoring_functions", None)
+    tracer = getattr(thread, "_greenlet_tracer", None)
+    if not entries or tracer is None:  # another gevent: keep its report, printed
+        return
+    gevent.config.print_blocking_reports = False
+    _State.tracer = tracer
+    entries[0].function = _check
+
+
+def _check(hub: Any) -> None:
+    """In gevent's monitor thread, every ``max_blocking_time``: a greenlet that has held
+    the hub since the last look is reported with its stack (one frame walk)."""
+    blocked = _State.tracer.did_block_hub(hub)
+    if not blocked:
+        return
+    frame = sys._current_frames().get(hub.thread_ident)
+    info = traceback.format_stack(frame) if frame is not None else []
+    period = float(gevent.config.max_blocking_time)
+    events.notify(events.EventLoopBlocked(blocked[1], period, info, hub=hub))
 
 
 def _on_blocked(event: object) -> None:
@@ -111,7 +137,7 @@ def _report(blocker: Any, period: float, info: list[str]) -> None:
     if same_episode:
         return
     log.warning("the gevent hub has been blocked for over %.2f s by %r (a handler that does "
-                "not yield?); its stack:\n%s", period, blocker, "\n".join(info))  # fmt: skip
+                "not yield?); its stack:\n%s", period, blocker, "".join(info))  # fmt: skip
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gevent
 import pytest
 import redis
 
@@ -187,6 +188,47 @@ def test_held_values_are_counted_per_ack_batch_once_enough_are_held() -> None:
     assert sum(recorder.duration.counts) == 0  # held
     recorder.done(1)
     assert recorder.duration.counts[0] == metrics.PENDING_MAX
+
+
+def test_above_the_sampling_rate_one_job_in_n_is_timed_and_counts_n_times() -> None:
+    recorder = metrics.PrometheusRecorder("q")
+    recorder._window_start -= metrics.RATE_WINDOW  # a window of RATE_WINDOW s has passed
+    recorder.done(int(metrics.SAMPLE_ABOVE * metrics.RATE_WINDOW * 2))  # at twice the rate
+    assert recorder.sample_mask == metrics.SAMPLE_EVERY - 1
+    recorder.finished(recorder.started(gq.Job("a")))
+    recorder.flush()
+    assert sum(recorder.duration.counts) == metrics.SAMPLE_EVERY
+    recorder._window_start -= metrics.RATE_WINDOW
+    recorder.done(1)  # slow again: every job is timed
+    assert recorder.sample_mask == 0
+
+
+def test_the_processor_times_one_job_in_sample_mask_plus_one(backend: Backend) -> None:
+    timed: list[str] = []
+
+    class Counting(metrics.PrometheusRecorder):
+        def started(self, job: gq.Job) -> float:
+            timed.append(job.id)
+            return super().started(job)
+
+        def _measure_rate(self, count: int) -> None:
+            pass  # keep the mask the test set
+
+    recorder = Counting(backend.queue)
+    recorder.sample_mask = 3
+    consumer = gq.Consumer(backend.queue, client=backend.client(), processor_concurrency=1)
+    consumer.recorder = recorder
+    done: list[str] = []
+    gq.Producer(backend.queue, client=backend.client()).perform_many(
+        [gq.Job(id=f"j{i}") for i in range(16)]
+    )
+    runner = gevent.spawn(consumer.run, lambda job: done.append(job.id))
+    try:
+        wait_until(lambda: len(done) == 16)
+    finally:
+        consumer.stop()
+        runner.join(10)
+    assert len(timed) == 4  # one in sample_mask + 1
 
 
 # -- the queue exporter ----------------------------------------------------------------------
