@@ -89,8 +89,13 @@ def _start() -> None:
     events.subscribers.append(_on_blocked)
     hub = gevent.get_hub()
     if hub.periodic_monitoring_thread is None:
+        # For this hub only: left on, the setting would start a monitor (with gevent's
+        # own costly report) for every hub made later, e.g. in a native thread.
         gevent.config.monitor_thread = True
-        hub.start_periodic_monitoring_thread()
+        try:
+            hub.start_periodic_monitoring_thread()
+        finally:
+            gevent.config.monitor_thread = False
     _use_cheap_report(hub.periodic_monitoring_thread)
 
 
