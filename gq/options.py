@@ -45,17 +45,12 @@ _DURATIONS = {
     "hub_block_warning",
 }
 # Durations that pace a loop: zero would make it busy-poll Redis (or spin on a failure).
-_INTERVALS = {
-    "poller_poll_duration",
-    "poller_max_backoff",
-    "heartbeat_poll_interval",
-    "heartbeat_max_backoff",
-    "scheduler_poll_interval",
-    "scheduler_max_backoff",
-    "custodian_poll_interval",
-    "custodian_consumer_timeout",
-    "custodian_max_backoff",
-    "hub_block_warning",
+# The others may be zero: no retry delay, no grace period, no job timeout, no dead jobs kept.
+_INTERVALS = _DURATIONS - {
+    "job_max_backoff",
+    "shutdown_grace_period",
+    "job_timeout",
+    "dead_max_age",
 }
 AUTO = "auto"
 # Counts that must be at least 1; every other count may be 0.
