@@ -134,7 +134,7 @@ PENDING_MAX = 4096
 # gq_jobs_total stays exact. Below it, every job is timed.
 SAMPLE_ABOVE = 1000.0
 SAMPLE_EVERY = 16
-RATE_WINDOW = 1.0
+RATE_WINDOW = 0.1
 
 
 class PrometheusRecorder(Recorder):

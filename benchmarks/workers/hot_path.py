@@ -11,6 +11,7 @@ from gevent import monkey
 
 monkey.patch_all()
 
+import inspect
 import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -28,18 +29,30 @@ class StubQueue:
     keys = QueueKeys("bench")
 
 
+_RECORDERS: dict[str, object] = {}
+
+
 def round_(messages: list, mode: str) -> float:
-    processor = Processor(StubQueue(), "c", ConsumerOptions(), lambda job: None,
+    # gq before issue #10 takes one queue, after it a mapping of name -> queue.
+    several = next(iter(inspect.signature(Processor).parameters)) == "queues"
+    queues = {"bench": StubQueue()} if several else StubQueue()
+    processor = Processor(queues, "c", ConsumerOptions(), lambda job: None,
                           lambda error: None, "bench")  # type: ignore[arg-type]
     if mode in ("on", "counters"):
         from gq import metrics
 
-        processor.recorder = metrics.PrometheusRecorder("bench", histograms=mode == "on")
+        # One recorder for every round, as a running worker has: above its sampling rate
+        # (gq.metrics.SAMPLE_ABOVE) it times one job in SAMPLE_EVERY.
+        if mode not in _RECORDERS:
+            _RECORDERS[mode] = metrics.PrometheusRecorder("bench", histograms=mode == "on")
+        processor.recorder = _RECORDERS[mode]
     decode, execute, pending = jobs.decode, processor.execute, processor.acker._pending
     t0 = time.process_time()
     for start in range(0, N, BATCH):
         for message in messages[start:start + BATCH]:
-            execute(decode(message))
+            job = decode(message)
+            job.queue = "bench"
+            execute(job)
         batch = pending[:]
         pending.clear()
         processor._release(batch)
