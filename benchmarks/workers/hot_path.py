@@ -11,7 +11,7 @@ from gevent import monkey
 
 monkey.patch_all()
 
-import inspect
+import inspect  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
