@@ -76,6 +76,10 @@ def configure(
 ) -> None:
     """Send every log record at ``level`` or above to ``stream`` (stderr) in ``fmt``."""
     handler = logging.StreamHandler(stream or sys.stderr)
+    # A lock of the OS, not gevent's: native threads log too (the thread heartbeat, the hub
+    # monitor), and a gevent lock taken by one of them while a greenlet waits for it could
+    # leave that greenlet waiting for good (seen: the ticker, right after a SIGCONT).
+    handler.lock = _os_rlock()
     secrets = list(secrets or [])
     handler.setFormatter(JsonFormatter(secrets) if fmt == "json" else TextFormatter(secrets))
     root = logging.getLogger()
@@ -84,3 +88,13 @@ def configure(
     root.addHandler(handler)
     root.setLevel(level)
     logging.captureWarnings(True)
+
+
+def _os_rlock() -> Any:
+    try:
+        from gevent import monkey
+    except ImportError:  # pragma: no cover - gevent is a dependency
+        import threading
+
+        return threading.RLock()
+    return monkey.get_original("threading", "RLock")()
