@@ -36,7 +36,7 @@ from gq.producer import (
     all_stored_or_raise,
     stored_or_raise,
 )
-from gq.redis_queue import AsyncRedisQueue
+from gq.redis_async import AsyncRedisQueue
 
 __all__ = ["Producer", "client_from_url"]
 

@@ -30,7 +30,7 @@ from gq import job as jobs
 from gq.errors import GQError
 from gq.job import Job
 from gq.recorder import OUTCOMES, Recorder
-from gq.redis_queue import RedisQueue, registered_queues
+from gq.redis_admin import QueueAdmin, registered_queues
 
 if TYPE_CHECKING:
     from gevent.pywsgi import WSGIServer
@@ -336,7 +336,7 @@ def _only_metrics(app: Callable[..., Any]) -> Callable[..., Any]:
 class QueueCollector:
     """Per scrape, the gauges of each queue: ``queues``, or when None those in the registry.
 
-    One atomic script call per queue (``RedisQueue.gauges``), plus one SMEMBERS for the
+    One atomic script call per queue (``QueueAdmin.gauges``), plus one SMEMBERS for the
     registry. A queue that fails is left out of the scrape and counted in
     ``gq_exporter_scrape_errors_total``, so no stale value is ever shown.
     """
@@ -350,7 +350,7 @@ class QueueCollector:
         self._client = client
         self._queues = list(queues) if queues else None
         self._consumer_timeout = consumer_timeout
-        self._handles: dict[str, RedisQueue] = {}
+        self._handles: dict[str, QueueAdmin] = {}
         self._lock = threading.Lock()  # one scrape at a time: concurrent ones add load only
         self.errors = 0
 
@@ -394,10 +394,10 @@ class QueueCollector:
             log.warning("metrics scrape could not read the queue registry: %r", exc)
             return []
 
-    def _handle(self, name: str) -> RedisQueue:
+    def _handle(self, name: str) -> QueueAdmin:
         handle = self._handles.get(name)
         if handle is None:
-            handle = self._handles[name] = RedisQueue(self._client, name)
+            handle = self._handles[name] = QueueAdmin(self._client, name)
         return handle
 
 

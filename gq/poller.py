@@ -27,7 +27,8 @@ from gq import job as jobs
 from gq.job import Job, MessageDecodeError
 from gq.options import AUTO, ConsumerOptions
 from gq.processor import Processor
-from gq.redis_queue import MAX_BATCH, Fetched, RedisQueue, signalled, wait_for_any_signal
+from gq.redis_base import MAX_BATCH
+from gq.redis_queue import Fetched, RedisQueue, signalled, wait_for_any_signal
 
 log = logging.getLogger("gq.poller")
 

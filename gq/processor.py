@@ -26,7 +26,8 @@ from gq.errors import AckJobError, GQError, JobTimeout, KillJobError, RetryJobEr
 from gq.job import Job
 from gq.options import ConsumerOptions
 from gq.recorder import Recorder
-from gq.redis_queue import RedisQueue, is_refusal
+from gq.redis_base import is_refusal
+from gq.redis_queue import RedisQueue
 
 log = logging.getLogger("gq.processor")
 

@@ -22,7 +22,6 @@ import redis  # noqa: E402
 
 import gq  # noqa: E402
 from gq import dashboard  # noqa: E402
-from gq.redis_queue import RedisQueue  # noqa: E402
 from tests.dashboard_support import (  # noqa: E402
     chromium,
     make_dead,
@@ -31,6 +30,7 @@ from tests.dashboard_support import (  # noqa: E402
     write_history,
 )
 from tests.helpers import start_redis_server, stop_process  # noqa: E402
+from tests.queue_sides import BothSides  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "img"
 ERRORS = [
@@ -41,7 +41,7 @@ ERRORS = [
 
 
 def fill(client: redis.Redis) -> None:
-    emails = RedisQueue(client, "emails")
+    emails = BothSides(client, "emails")
     make_dead(
         emails,
         [
@@ -64,7 +64,7 @@ def fill(client: redis.Redis) -> None:
     history(client, emails)
 
 
-def consumers(client: redis.Redis, emails: RedisQueue) -> None:
+def consumers(client: redis.Redis, emails: BothSides) -> None:
     for i, (host, running) in enumerate([("web-1", 48), ("web-2", 50)]):
         consumer = str(uuid.uuid4())
         emails.register(consumer)
@@ -74,7 +74,7 @@ def consumers(client: redis.Redis, emails: RedisQueue) -> None:
     client.zadd(emails.keys.consumers, {emails.keys.inflight(str(uuid.uuid4())): time.time() - 900})
 
 
-def history(client: redis.Redis, emails: RedisQueue) -> None:
+def history(client: redis.Redis, emails: BothSides) -> None:
     now = int(emails.server_time() // 60) * 60
     per_minute = {}
     for back in range(60):

@@ -21,7 +21,7 @@ import redis
 
 import gq
 from gq import job as jobs
-from gq.redis_queue import RedisQueue
+from tests.queue_sides import BothSides
 
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -99,7 +99,7 @@ class Http:
             self.cookies[name.strip()] = value.strip()
 
 
-def make_dead(rq: RedisQueue, items: Sequence[tuple[bytes, str]], attempt: int = 3) -> list[str]:
+def make_dead(rq: BothSides, items: Sequence[tuple[bytes, str]], attempt: int = 3) -> list[str]:
     """Dead jobs with the given (data, error), killed as a consumer kills them (the queue
     must have nothing ready: the consumer fetches from its head)."""
     producer = gq.Producer(rq.keys.name, client=rq.client)

@@ -90,7 +90,7 @@ def test_jobs_from_the_aio_producer_run_on_a_gq_consumer(redis_server: RedisServ
 
 @pytest.mark.timeout(90)
 def test_aio_producer_on_a_real_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> None:
-    from gq.redis_queue import RedisQueue
+    from tests.queue_sides import BothSides
     from tests.topologies import start_cluster
 
     cluster = start_cluster(tmp_path_factory.mktemp("aio-cluster"))
@@ -100,12 +100,12 @@ def test_aio_producer_on_a_real_redis_cluster(tmp_path_factory: pytest.TempPathF
         url = f"redis+cluster://{hosts}/"
         assert run_cases(url, queue, "cluster") == {"cluster": "ok"}
         client = cluster.client()
-        assert RedisQueue(client, queue).counts() == {
+        assert BothSides(client, queue).counts() == {
             "ready": 1501, "scheduled": 1, "due": 0, "dead": 0,
         }  # fmt: skip
         other = "{aio-" + uuid.uuid4().hex[:8] + "}"
         assert run_cases(url, other, "topology_url") == {"topology_url": "ok"}
-        assert RedisQueue(client, other).counts()["ready"] == 1201
+        assert BothSides(client, other).counts()["ready"] == 1201
         client.close()
     finally:
         cluster.stop()
@@ -113,7 +113,7 @@ def test_aio_producer_on_a_real_redis_cluster(tmp_path_factory: pytest.TempPathF
 
 @pytest.mark.timeout(90)
 def test_aio_producer_on_a_sentinel_url(tmp_path_factory: pytest.TempPathFactory) -> None:
-    from gq.redis_queue import RedisQueue
+    from tests.queue_sides import BothSides
     from tests.topologies import start_sentinel
 
     setup = start_sentinel(tmp_path_factory.mktemp("aio-sentinel"))
@@ -122,7 +122,7 @@ def test_aio_producer_on_a_sentinel_url(tmp_path_factory: pytest.TempPathFactory
         assert run_cases(setup.url, queue, "topology_url") == {"topology_url": "ok"}
         client = setup.master.client()
         name = aio_cases.queue_of(queue, "topology_url")
-        assert RedisQueue(client, name).counts()["ready"] == 1201  # on the master
+        assert BothSides(client, name).counts()["ready"] == 1201  # on the master
         client.close()
     finally:
         setup.stop()

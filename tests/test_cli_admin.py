@@ -14,30 +14,30 @@ import pytest
 
 import gq
 from gq import job as jobs
-from gq.redis_queue import RedisQueue
 from tests.cli_support import ADMIN, WORKER, closed_port_url, env_for, run, start_password_server
 from tests.helpers import Backend, RedisServer, delete_keys, stop_process
+from tests.queue_sides import BothSides
 
 
 @pytest.fixture
-def rq(redis_server: RedisServer) -> Iterator[RedisQueue]:
+def rq(redis_server: RedisServer) -> Iterator[BothSides]:
     name = f"test_cli_{uuid.uuid4().hex[:8]}"
-    yield RedisQueue(redis_server.client(), name)
+    yield BothSides(redis_server.client(), name)
     delete_keys(redis_server.client(), f"{name}*")
 
 
 def gq_cmd(
-    rq: RedisQueue, server: RedisServer, *args: str, input: bytes | None = None
+    rq: BothSides, server: RedisServer, *args: str, input: bytes | None = None
 ) -> tuple[int, str, str]:
     result = run(ADMIN, *args, env=env_for(server.url, rq.keys.name), input=input)
     return result.returncode, result.stdout, result.stderr
 
 
-def push(rq: RedisQueue, *data: bytes) -> list[str]:
+def push(rq: BothSides, *data: bytes) -> list[str]:
     return gq.Producer(rq.keys.name, client=rq.client).perform_many(list(data))
 
 
-def make_dead(rq: RedisQueue, n: int, attempt: int = 5) -> list[str]:
+def make_dead(rq: BothSides, n: int, attempt: int = 5) -> list[str]:
     """``n`` dead jobs, as a consumer that gave up on them leaves them (active must be empty)."""
     ids = push(rq, *(f"dead {i}".encode() for i in range(n)))
     consumer = str(uuid.uuid4())
@@ -51,24 +51,24 @@ def make_dead(rq: RedisQueue, n: int, attempt: int = 5) -> list[str]:
     return ids
 
 
-def attempt_of(rq: RedisQueue, job_id: str) -> int:
+def attempt_of(rq: BothSides, job_id: str) -> int:
     [message] = rq.messages([job_id])
     assert message is not None
     return jobs.decode(message).attempt
 
 
-def active(rq: RedisQueue) -> list[str]:
+def active(rq: BothSides) -> list[str]:
     return [i.decode() for i in rq.client.lrange(rq.keys.active, 0, -1)]
 
 
-def add_stale_consumer(rq: RedisQueue, name: str = "gone") -> None:
+def add_stale_consumer(rq: BothSides, name: str = "gone") -> None:
     rq.client.zadd(rq.keys.consumers, {rq.keys.inflight(name): time.time() - 3600})
 
 
 # -- stats and consumers -------------------------------------------------------------------------
 
 
-def test_stats_counts_every_state(redis_server: RedisServer, rq: RedisQueue) -> None:
+def test_stats_counts_every_state(redis_server: RedisServer, rq: BothSides) -> None:
     make_dead(rq, 2)
     [running] = push(rq, b"running")
     rq.register("busy")
@@ -112,7 +112,7 @@ def test_stats_counts_every_state(redis_server: RedisServer, rq: RedisQueue) -> 
 
 
 def test_consumers_shows_last_heartbeat_jobs_in_flight_and_state(
-    redis_server: RedisServer, rq: RedisQueue
+    redis_server: RedisServer, rq: BothSides
 ) -> None:
     push(rq, b"a", b"b", b"c")
     rq.register("worker-a")
@@ -135,7 +135,7 @@ def test_consumers_shows_last_heartbeat_jobs_in_flight_and_state(
 
 
 def test_enqueue_from_arguments_and_from_stdin_lines(
-    redis_server: RedisServer, rq: RedisQueue
+    redis_server: RedisServer, rq: BothSides
 ) -> None:
     code, out, err = gq_cmd(rq, redis_server, "enqueue", "hello", "wörld")
     assert code == 0, err
@@ -149,7 +149,7 @@ def test_enqueue_from_arguments_and_from_stdin_lines(
 
 
 def test_enqueue_with_an_id_and_at_or_after_a_time(
-    redis_server: RedisServer, rq: RedisQueue
+    redis_server: RedisServer, rq: BothSides
 ) -> None:
     code, out, err = gq_cmd(rq, redis_server, "enqueue", "--id", "job-1", "data")
     assert (code, out.strip()) == (0, "job-1"), err
@@ -179,7 +179,7 @@ def test_enqueue_with_an_id_and_at_or_after_a_time(
 
 
 def test_dead_list_shows_when_attempt_data_and_error(
-    redis_server: RedisServer, rq: RedisQueue
+    redis_server: RedisServer, rq: BothSides
 ) -> None:
     ids = make_dead(rq, 3)
     code, out, err = gq_cmd(rq, redis_server, "dead", "list", "--json")
@@ -198,7 +198,7 @@ def test_dead_list_shows_when_attempt_data_and_error(
     assert re.search(r"ago .* 5\s+'dead \d'\s+boom$", lines[1]), out
 
 
-def test_dead_retry_one_several_or_all(redis_server: RedisServer, rq: RedisQueue) -> None:
+def test_dead_retry_one_several_or_all(redis_server: RedisServer, rq: BothSides) -> None:
     ids = make_dead(rq, 6)
     code, out, err = gq_cmd(rq, redis_server, "dead", "retry", ids[0])
     assert (code, out.strip()) == (0, "retried 1 job(s)"), err
@@ -216,7 +216,7 @@ def test_dead_retry_one_several_or_all(redis_server: RedisServer, rq: RedisQueue
     assert code == 2 and "give job ids or --all" in err
 
 
-def test_dead_delete_frees_the_ids(redis_server: RedisServer, rq: RedisQueue) -> None:
+def test_dead_delete_frees_the_ids(redis_server: RedisServer, rq: BothSides) -> None:
     ids = make_dead(rq, 4)
     code, out, err = gq_cmd(rq, redis_server, "dead", "delete", ids[0], ids[1])
     assert (code, out.strip()) == (0, "deleted 2 job(s)"), err
@@ -230,7 +230,7 @@ def test_dead_delete_frees_the_ids(redis_server: RedisServer, rq: RedisQueue) ->
 # -- scheduled jobs -------------------------------------------------------------------------------
 
 
-def test_scheduled_list_and_delete(redis_server: RedisServer, rq: RedisQueue) -> None:
+def test_scheduled_list_and_delete(redis_server: RedisServer, rq: BothSides) -> None:
     producer = gq.Producer(rq.keys.name, client=rq.client)
     later = producer.perform_after(7200, b"later")
     soon = producer.perform_after(60, b"soon")
@@ -319,7 +319,7 @@ def test_credentials_are_checked_and_never_printed(tmp_path: Path) -> None:
 
 
 def test_admin_scripts_return_what_their_headers_say(backend: Backend) -> None:
-    q, c = RedisQueue(backend.client(), backend.queue), backend.direct()
+    q, c = BothSides(backend.client(), backend.queue), backend.direct()
     q.push([("ready", b"m")])
     c.zadd(q.keys.scheduled, {"due": 1.0, "later": 4e9})
     c.sadd(q.keys.inflight("c1"), "running")

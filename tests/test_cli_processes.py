@@ -33,9 +33,9 @@ from gq.cli.supervisor import (
     describe,
 )
 from gq.cli.worker import supervises
-from gq.redis_queue import RedisQueue
 from tests.cli_support import ROOT, WORKER, closed_port_url, env_for, log_lines, run
 from tests.helpers import RedisServer, delete_keys, wait_until
+from tests.queue_sides import BothSides
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -124,8 +124,8 @@ def queue(redis_server: RedisServer) -> Iterator[str]:
 
 
 @pytest.fixture
-def rq(redis_server: RedisServer, queue: str) -> RedisQueue:
-    return RedisQueue(redis_server.client(), queue)
+def rq(redis_server: RedisServer, queue: str) -> BothSides:
+    return BothSides(redis_server.client(), queue)
 
 
 @pytest.fixture
@@ -143,15 +143,15 @@ def start(tmp_path: Path, redis_server: RedisServer, queue: str) -> Iterator[Any
         supervisor.stop()
 
 
-def recorded(rq: RedisQueue, what: str = "done") -> list[str]:
+def recorded(rq: BothSides, what: str = "done") -> list[str]:
     return [i.decode() for i in rq.client.lrange(f"{rq.keys.name}:test:{what}", 0, -1)]
 
 
-def enqueue(rq: RedisQueue, n: int, data: bytes = b"") -> list[str]:
+def enqueue(rq: BothSides, n: int, data: bytes = b"") -> list[str]:
     return gq.Producer(rq.keys.name, client=rq.client).perform_many([data] * n)
 
 
-def ready(rq: RedisQueue) -> list[str]:
+def ready(rq: BothSides) -> list[str]:
     return [i.decode() for i in rq.client.lrange(rq.keys.active, 0, -1)]
 
 
@@ -209,7 +209,7 @@ def test_help_shows_the_process_flags() -> None:
 
 
 def test_sigterm_stops_every_child_gracefully_exit_0_nothing_lost(
-    start: Any, rq: RedisQueue
+    start: Any, rq: BothSides
 ) -> None:
     ids = enqueue(rq, 300, b"0.1")
     supervisor = start(
@@ -238,7 +238,7 @@ def test_sigterm_stops_every_child_gracefully_exit_0_nothing_lost(
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_to_the_whole_group_is_still_one_graceful_stop(
-    start: Any, rq: RedisQueue, signum: int
+    start: Any, rq: BothSides, signum: int
 ) -> None:
     """Ctrl-C (SIGINT to the group) and systemd's default KillMode (SIGTERM to every
     process) reach the children directly *and* through the supervisor: still graceful."""
@@ -258,7 +258,7 @@ def test_a_signal_to_the_whole_group_is_still_one_graceful_stop(
 
 
 def test_second_signal_stops_every_child_now_exit_1_jobs_stay_in_flight(
-    start: Any, rq: RedisQueue
+    start: Any, rq: BothSides
 ) -> None:
     ids = enqueue(rq, 6)  # each child runs 2 and holds at most 1 more
     supervisor = start(
@@ -281,7 +281,7 @@ def test_second_signal_stops_every_child_now_exit_1_jobs_stay_in_flight(
     assert sorted(recorded(rq, "started") + ready(rq)) == sorted(ids)  # the buffers went back
 
 
-def test_a_killed_supervisor_leaves_no_child_behind(start: Any, rq: RedisQueue) -> None:
+def test_a_killed_supervisor_leaves_no_child_behind(start: Any, rq: BothSides) -> None:
     supervisor = start("tests.handlers:record", "--processes", "2")
     children = supervisor.wait_children(2)
     wait_until(lambda: len(rq.consumers()) == 2, 10, message="2 consumers registered")
@@ -294,7 +294,7 @@ def test_a_killed_supervisor_leaves_no_child_behind(start: Any, rq: RedisQueue) 
 # -- a dead child ---------------------------------------------------------------------------
 
 
-def test_a_sigkilled_child_is_replaced_and_its_jobs_recovered(start: Any, rq: RedisQueue) -> None:
+def test_a_sigkilled_child_is_replaced_and_its_jobs_recovered(start: Any, rq: BothSides) -> None:
     ids = enqueue(rq, 120, b"0.3")
     supervisor = start(
         "tests.handlers:record", "--processes", "2", "--concurrency", "5", *FAST,
@@ -321,7 +321,7 @@ def test_a_sigkilled_child_is_replaced_and_its_jobs_recovered(start: Any, rq: Re
     assert none_alive(supervisor.seen)
 
 
-def test_children_dying_at_start_make_it_give_up_with_exit_1(start: Any, rq: RedisQueue) -> None:
+def test_children_dying_at_start_make_it_give_up_with_exit_1(start: Any, rq: BothSides) -> None:
     enqueue(rq, 20, b"poison")  # each kills the child that runs it, at once
     supervisor = start("tests.fault_handlers:record", "--processes", "1", *FAST, command=LAUNCHER)
     watched, cpu = psutil.Process(supervisor.proc.pid), [0.0]
@@ -349,7 +349,7 @@ def test_children_dying_at_start_make_it_give_up_with_exit_1(start: Any, rq: Red
 
 
 def test_max_jobs_per_child_recycles_children_and_runs_each_job_once(
-    start: Any, rq: RedisQueue
+    start: Any, rq: BothSides
 ) -> None:
     ids = enqueue(rq, 80, b"0.05")
     supervisor = start(
@@ -368,7 +368,7 @@ def test_max_jobs_per_child_recycles_children_and_runs_each_job_once(
     assert rq.consumers() == [], supervisor.output
 
 
-def test_max_memory_per_child_recycles_a_leaking_child(start: Any, rq: RedisQueue) -> None:
+def test_max_memory_per_child_recycles_a_leaking_child(start: Any, rq: BothSides) -> None:
     baseline = _child_rss_mib(start)
     ids = enqueue(rq, 6, b"40")  # 40 MiB kept per job
     supervisor = start(

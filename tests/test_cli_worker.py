@@ -13,7 +13,6 @@ import pytest
 
 import gq
 from gq.options import ConsumerOptions
-from gq.redis_queue import RedisQueue
 from tests.cli_support import (
     PATCH_WARNING,
     WORKER,
@@ -25,6 +24,7 @@ from tests.cli_support import (
     start_password_server,
 )
 from tests.helpers import RealBackend, RedisServer, delete_keys, stop_process, wait_until
+from tests.queue_sides import BothSides
 
 # Fast maintenance loops so that a short test sees scheduled jobs move.
 FAST = ("--scheduler-poll-interval", "0.1", "--poller-poll-duration", "1")
@@ -52,20 +52,20 @@ def workers(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
-def rq(redis_server: RedisServer, queue: str) -> RedisQueue:
-    return RedisQueue(redis_server.client(), queue)
+def rq(redis_server: RedisServer, queue: str) -> BothSides:
+    return BothSides(redis_server.client(), queue)
 
 
 def env(server: RedisServer, queue: str) -> dict[str, str]:
     return env_for(server.url, queue, handler_url=server.url)
 
 
-def recorded(rq: RedisQueue, what: str = "done") -> list[str]:
+def recorded(rq: BothSides, what: str = "done") -> list[str]:
     """Ids the test handlers recorded as ``done`` or ``started``, in order, repeats kept."""
     return [i.decode() for i in rq.client.lrange(f"{rq.keys.name}:test:{what}", 0, -1)]
 
 
-def enqueue(rq: RedisQueue, n: int, data: bytes = b"") -> list[str]:
+def enqueue(rq: BothSides, n: int, data: bytes = b"") -> list[str]:
     return gq.Producer(rq.keys.name, client=rq.client).perform_many([data] * n)
 
 
@@ -161,7 +161,7 @@ def test_wrong_or_missing_password_exits_3_without_printing_it(
 
 
 def test_the_password_never_appears_in_a_run(password_server: RedisServer, queue: str) -> None:
-    rq = RedisQueue(password_server.client(), queue)
+    rq = BothSides(password_server.client(), queue)
     enqueue(rq, 3)
     env = env_for(password_server.url, queue, handler_url=password_server.url)
     result = run(
@@ -185,7 +185,7 @@ def test_the_password_never_appears_in_a_run(password_server: RedisServer, queue
 
 
 def test_burst_runs_ready_and_due_jobs_then_exits_0(
-    redis_server: RedisServer, queue: str, rq: RedisQueue
+    redis_server: RedisServer, queue: str, rq: BothSides
 ) -> None:
     producer = gq.Producer(queue, client=rq.client)
     ids = enqueue(rq, 40, b"0.01")
@@ -261,7 +261,7 @@ def test_patching_comes_before_every_other_import() -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_first_signal_stops_gracefully_nothing_lost_nothing_duplicated(
-    redis_server: RedisServer, queue: str, rq: RedisQueue, workers: Any, signum: int
+    redis_server: RedisServer, queue: str, rq: BothSides, workers: Any, signum: int
 ) -> None:
     ids = enqueue(rq, 200, b"0.1")  # 10 at once: 100 jobs/s, 2 s in all
     worker = workers(
@@ -304,7 +304,7 @@ def test_first_signal_stops_gracefully_nothing_lost_nothing_duplicated(
 
 
 def test_second_signal_stops_now_exit_1_running_jobs_stay_in_flight(
-    redis_server: RedisServer, queue: str, rq: RedisQueue, workers: Any
+    redis_server: RedisServer, queue: str, rq: BothSides, workers: Any
 ) -> None:
     ids = enqueue(rq, 6)
     worker = workers(
@@ -334,7 +334,7 @@ def test_second_signal_stops_now_exit_1_running_jobs_stay_in_flight(
 
 
 def test_grace_period_running_out_exits_1(
-    redis_server: RedisServer, queue: str, rq: RedisQueue, workers: Any
+    redis_server: RedisServer, queue: str, rq: BothSides, workers: Any
 ) -> None:
     enqueue(rq, 2)
     worker = workers(

@@ -15,9 +15,9 @@ import redis
 
 import gq
 from gq.errors import AckJobError
-from gq.redis_queue import RedisQueue
 from tests.cli_support import ADMIN, env_for, run
 from tests.helpers import wait_until
+from tests.queue_sides import BothSides
 from tests.topologies import Cluster, fail_over_master, start_cluster, tags_on_each_master
 
 FAST = {
@@ -89,7 +89,7 @@ def test_every_key_of_a_queue_is_in_the_slot_of_its_hash_tag(cluster: Cluster) -
     from redis.crc import key_slot
 
     queue = "{" + unique() + "}"
-    rq = RedisQueue(cluster.client(), queue)
+    rq = BothSides(cluster.client(), queue)
     keys = rq.keys
     names = [keys.data, keys.active, keys.scheduled, keys.dead, keys.consumers, keys.signal,
              keys.recovered, keys.inflight(str(uuid.uuid4()))]  # fmt: skip
@@ -114,7 +114,7 @@ def test_queues_on_every_master_are_served_by_their_workers(cluster: Cluster) ->
         wait_until(lambda: expected <= set(seen), 30, 0.05, "every job run")
         assert max(seen.values()) == 1
         for queue in queues:
-            assert RedisQueue(client, queue).counts() == {
+            assert BothSides(client, queue).counts() == {
                 "ready": 0, "scheduled": 0, "due": 0, "dead": 0,
             }  # fmt: skip
         # The queues really are on three different masters.
@@ -124,14 +124,14 @@ def test_queues_on_every_master_are_served_by_their_workers(cluster: Cluster) ->
         for runner in runners:
             runner.stop()
         for queue in queues:
-            RedisQueue(client, queue).delete_queue()
+            BothSides(client, queue).delete_queue()
         client.close()
     assert not any(runner.fatal for runner in runners)
 
 
 def test_the_custodian_recovers_another_consumers_jobs_on_a_cluster(cluster: Cluster) -> None:
     queue = "{" + unique() + "}"
-    rq = RedisQueue(cluster.client(), queue)
+    rq = BothSides(cluster.client(), queue)
     try:
         gq.Producer(queue, client=rq.client).perform_many([b"a", b"b", b"c"])
         rq.register("gone")
@@ -222,7 +222,7 @@ def test_workers_continue_after_a_master_fails_over(cluster: Cluster, request: A
     finally:
         runner.stop()
         try:
-            RedisQueue(producer_client, queue).delete_queue()
+            BothSides(producer_client, queue).delete_queue()
         finally:
             producer_client.close()
 
@@ -252,7 +252,7 @@ def test_periodic_occurrences_are_enqueued_once_each_on_a_cluster(cluster: Clust
     assert listed.returncode == 0, listed.stderr
     assert '"name": "tick"' in listed.stdout
     client = cluster.client()
-    RedisQueue(client, queue).delete_queue()
+    BothSides(client, queue).delete_queue()
     client.close()
 
 
@@ -284,5 +284,5 @@ def test_facts_history_registry_and_queue_gauges_on_a_cluster(cluster: Cluster) 
         runner.stop()
         client.srem(REGISTRY, queue)
     hour = int(time.time()) // 3600 * 3600
-    history = RedisQueue(client, queue).history_fields([hour - 3600, hour])
+    history = BothSides(client, queue).history_fields([hour - 3600, hour])
     assert sum(n for field, n in history.items() if field.startswith("done:")) == 3

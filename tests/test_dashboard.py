@@ -15,9 +15,9 @@ import redis
 
 import gq
 from gq import dashboard
-from gq.redis_queue import RedisQueue
 from tests.dashboard_support import Http, make_dead, serving, write_facts, write_history
 from tests.helpers import NO_RETRY, RedisServer, delete_keys, free_port, wait_until
+from tests.queue_sides import BothSides
 
 REGISTRY = "gq:queues"
 XSS_DATA = b"<script>alert(1)</script>"
@@ -30,10 +30,10 @@ def client(redis_server: RedisServer) -> redis.Redis:
 
 
 @pytest.fixture
-def rq(client: redis.Redis) -> Iterator[RedisQueue]:
+def rq(client: redis.Redis) -> Iterator[BothSides]:
     name = f"test_dash_{uuid.uuid4().hex[:8]}"
     client.sadd(REGISTRY, name)  # as a worker registers it (the contract)
-    yield RedisQueue(client, name)
+    yield BothSides(client, name)
     client.srem(REGISTRY, name)
     delete_keys(client, f"{name}*")
 
@@ -44,15 +44,15 @@ def http(client: redis.Redis) -> Iterator[Http]:
         yield Http(address)
 
 
-def path(rq: RedisQueue, suffix: str = "") -> str:
+def path(rq: BothSides, suffix: str = "") -> str:
     return f"/queues/{rq.keys.name}{suffix}"
 
 
-def active(rq: RedisQueue) -> list[str]:
+def active(rq: BothSides) -> list[str]:
     return [i.decode() for i in rq.client.lrange(rq.keys.active, 0, -1)]
 
 
-def dead_ids(rq: RedisQueue) -> set[str]:
+def dead_ids(rq: BothSides) -> set[str]:
     return {i.decode() for i in rq.client.zrange(rq.keys.dead, 0, -1)}
 
 
@@ -72,7 +72,7 @@ def cells(body: str, queue: str) -> dict[str, str]:
 
 
 def test_queues_page_lists_registered_queues_with_their_counts(
-    http: Http, rq: RedisQueue, client: redis.Redis
+    http: Http, rq: BothSides, client: redis.Redis
 ) -> None:
     make_dead(rq, [(b"x", "boom")])
     producer = gq.Producer(rq.keys.name, client=client)
@@ -114,7 +114,7 @@ def test_an_unknown_queue_is_404_and_its_name_is_not_shown(http: Http) -> None:
 
 
 def test_queue_page_shows_counts_oldest_age_and_consumers_with_their_facts(
-    http: Http, rq: RedisQueue, client: redis.Redis
+    http: Http, rq: BothSides, client: redis.Redis
 ) -> None:
     gq.Producer(rq.keys.name, client=client).perform(b"waiting")
     with_facts, without = str(uuid.uuid4()), str(uuid.uuid4())
@@ -132,7 +132,7 @@ def test_queue_page_shows_counts_oldest_age_and_consumers_with_their_facts(
 
 
 def test_consumer_facts_of_the_wrong_type_are_left_out(
-    http: Http, rq: RedisQueue, client: redis.Redis
+    http: Http, rq: BothSides, client: redis.Redis
 ) -> None:
     consumer = str(uuid.uuid4())
     rq.register(consumer)
@@ -144,7 +144,7 @@ def test_consumer_facts_of_the_wrong_type_are_left_out(
     assert reply["consumers"][0]["facts"]["pid"] is None
 
 
-def test_a_silent_consumer_shows_as_dead(http: Http, rq: RedisQueue) -> None:
+def test_a_silent_consumer_shows_as_dead(http: Http, rq: BothSides) -> None:
     rq.client.zadd(rq.keys.consumers, {rq.keys.inflight("gone"): time.time() - 3600})
     row = http.get(path(rq, "/consumers")).body
     assert '<tr class="dead">' in row
@@ -153,7 +153,7 @@ def test_a_silent_consumer_shows_as_dead(http: Http, rq: RedisQueue) -> None:
 
 
 def test_the_chart_and_the_history_api_show_the_last_hour(
-    http: Http, rq: RedisQueue, client: redis.Redis
+    http: Http, rq: BothSides, client: redis.Redis
 ) -> None:
     now = rq.server_time()
     this_minute = int(now // 60) * 60
@@ -180,7 +180,7 @@ def test_the_chart_and_the_history_api_show_the_last_hour(
 
 
 def test_dead_page_shows_data_and_errors_as_text_and_binary_as_hex(
-    http: Http, rq: RedisQueue
+    http: Http, rq: BothSides
 ) -> None:
     make_dead(rq, [(XSS_DATA, XSS_ERROR), (b"\xff\xfe\x00ok", "bin")])
     body = http.get(path(rq, "/dead")).body
@@ -192,7 +192,7 @@ def test_dead_page_shows_data_and_errors_as_text_and_binary_as_hex(
     assert {j["hex"] for j in jobs_json} == {None, "ff fe 00 6f 6b"}
 
 
-def test_dead_page_is_paged_newest_first(http: Http, rq: RedisQueue) -> None:
+def test_dead_page_is_paged_newest_first(http: Http, rq: BothSides) -> None:
     ids = make_dead(rq, [(f"job {i}".encode(), "e") for i in range(5)])
     for i, job_id in enumerate(ids):  # kill times 1 s apart, the last killed newest
         rq.client.zadd(rq.keys.dead, {job_id: 1000 + i})
@@ -204,9 +204,7 @@ def test_dead_page_is_paged_newest_first(http: Http, rq: RedisQueue) -> None:
     assert http.get(path(rq, "/dead?per=99999&page=-4")).status == 200  # clamped
 
 
-def test_a_long_job_is_cut_in_the_list_and_whole_on_its_own_page(
-    http: Http, rq: RedisQueue
-) -> None:
+def test_a_long_job_is_cut_in_the_list_and_whole_on_its_own_page(http: Http, rq: BothSides) -> None:
     [job_id] = make_dead(rq, [(b"a" * 3000 + b"END", "e")])
     assert "END" not in http.get(path(rq, "/dead")).body
     page = http.get(path(rq, f"/job?id={job_id}"))
@@ -215,7 +213,7 @@ def test_a_long_job_is_cut_in_the_list_and_whole_on_its_own_page(
 
 
 def test_scheduled_page_lists_jobs_soonest_first(
-    http: Http, rq: RedisQueue, client: redis.Redis
+    http: Http, rq: BothSides, client: redis.Redis
 ) -> None:
     producer = gq.Producer(rq.keys.name, client=client)
     later = producer.perform_after(7200, b"later")
@@ -228,12 +226,12 @@ def test_scheduled_page_lists_jobs_soonest_first(
 # -- changes -------------------------------------------------------------------------------
 
 
-def post(http: Http, rq: RedisQueue, page: str, action: str, fields: list[tuple[str, str]]):  # type: ignore[no-untyped-def]
+def post(http: Http, rq: BothSides, page: str, action: str, fields: list[tuple[str, str]]):  # type: ignore[no-untyped-def]
     token = http.get(path(rq, page)).token
     return http.post(path(rq, f"{page}/{action}"), [("csrf_token", token), *fields])
 
 
-def test_retry_one_dead_job_moves_it_to_the_queue(http: Http, rq: RedisQueue) -> None:
+def test_retry_one_dead_job_moves_it_to_the_queue(http: Http, rq: BothSides) -> None:
     first, second = make_dead(rq, [(b"a", "e"), (b"b", "e")])
     reply = post(http, rq, "/dead", "retry", [("id", first)])
     assert reply.status == 303
@@ -242,7 +240,7 @@ def test_retry_one_dead_job_moves_it_to_the_queue(http: Http, rq: RedisQueue) ->
     assert "1 job(s) queued again." in http.get(reply.headers["Location"]).body
 
 
-def test_retry_and_delete_selected_and_all(http: Http, rq: RedisQueue) -> None:
+def test_retry_and_delete_selected_and_all(http: Http, rq: BothSides) -> None:
     ids = make_dead(rq, [(f"{i}".encode(), "e") for i in range(6)])
     post(http, rq, "/dead", "delete", [("id", ids[0]), ("id", ids[1])])
     assert dead_ids(rq) == set(ids[2:]) and rq.messages(ids[:2]) == [None, None]
@@ -252,14 +250,14 @@ def test_retry_and_delete_selected_and_all(http: Http, rq: RedisQueue) -> None:
     assert dead_ids(rq) == set() and active(rq)[2:] == [ids[5], ids[4]][::-1]
 
 
-def test_delete_all_dead(http: Http, rq: RedisQueue) -> None:
+def test_delete_all_dead(http: Http, rq: BothSides) -> None:
     ids = make_dead(rq, [(b"a", "e"), (b"b", "e")])
     reply = post(http, rq, "/dead", "delete", [("all", "1")])
     assert reply.headers["Location"].endswith("?done=deleted&n=2")
     assert dead_ids(rq) == set() and rq.messages(ids) == [None, None]
 
 
-def test_a_post_without_a_selection_changes_nothing(http: Http, rq: RedisQueue) -> None:
+def test_a_post_without_a_selection_changes_nothing(http: Http, rq: BothSides) -> None:
     make_dead(rq, [(b"a", "e")])
     reply = post(http, rq, "/dead", "retry", [])
     assert reply.headers["Location"].endswith("?done=none")
@@ -267,7 +265,7 @@ def test_a_post_without_a_selection_changes_nothing(http: Http, rq: RedisQueue) 
 
 
 def test_run_a_scheduled_job_now_and_delete_another(
-    http: Http, rq: RedisQueue, client: redis.Redis
+    http: Http, rq: BothSides, client: redis.Redis
 ) -> None:
     producer = gq.Producer(rq.keys.name, client=client)
     run, gone, stays = (producer.perform_after(3600, d) for d in (b"run", b"gone", b"stays"))
@@ -282,7 +280,7 @@ def test_run_a_scheduled_job_now_and_delete_another(
 # -- security ------------------------------------------------------------------------------
 
 
-def test_every_response_carries_the_security_headers(http: Http, rq: RedisQueue) -> None:
+def test_every_response_carries_the_security_headers(http: Http, rq: BothSides) -> None:
     for url in ("/", path(rq), "/api/queues", "/static/dashboard.js", "/nope"):
         headers = http.get(url).headers
         assert "script-src 'self'" in headers["Content-Security-Policy"], url
@@ -291,7 +289,7 @@ def test_every_response_carries_the_security_headers(http: Http, rq: RedisQueue)
         assert headers["X-Frame-Options"] == "DENY", url
 
 
-def test_the_pages_carry_no_inline_script_or_style(http: Http, rq: RedisQueue) -> None:
+def test_the_pages_carry_no_inline_script_or_style(http: Http, rq: BothSides) -> None:
     make_dead(rq, [(b"x", "e")])
     for url in ("/", path(rq), path(rq, "/dead"), path(rq, "/scheduled"), path(rq, "/consumers")):
         body = http.get(url).body
@@ -299,7 +297,7 @@ def test_the_pages_carry_no_inline_script_or_style(http: Http, rq: RedisQueue) -
         assert "onclick" not in body and "javascript:" not in body, url
 
 
-def test_csrf_cookie_is_http_only_strict_and_scoped(http: Http, rq: RedisQueue) -> None:
+def test_csrf_cookie_is_http_only_strict_and_scoped(http: Http, rq: BothSides) -> None:
     cookie = http.get("/").headers["Set-Cookie"]
     assert cookie.startswith("gq_csrf=") and "HttpOnly" in cookie
     assert "SameSite=Strict" in cookie and "Path=/;" in cookie + ";"
@@ -310,7 +308,7 @@ def test_csrf_cookie_is_http_only_strict_and_scoped(http: Http, rq: RedisQueue) 
     ["no token", "no cookie", "other token", "foreign secret", "cross-site"],
 )
 def test_a_post_without_a_valid_csrf_token_is_refused_and_changes_nothing(
-    http: Http, rq: RedisQueue, forge: str
+    http: Http, rq: BothSides, forge: str
 ) -> None:
     [job_id] = make_dead(rq, [(b"a", "e")])
     token = http.get(path(rq, "/dead")).token
@@ -332,14 +330,14 @@ def test_a_post_without_a_valid_csrf_token_is_refused_and_changes_nothing(
     assert dead_ids(rq) == {job_id} and active(rq) == []
 
 
-def test_a_get_cannot_change_anything(http: Http, rq: RedisQueue) -> None:
+def test_a_get_cannot_change_anything(http: Http, rq: BothSides) -> None:
     [job_id] = make_dead(rq, [(b"a", "e")])
     assert http.get(path(rq, f"/dead/retry?id={job_id}")).status == 405
     assert dead_ids(rq) == {job_id}
 
 
 def test_read_only_hides_every_button_and_refuses_every_change(
-    client: redis.Redis, rq: RedisQueue
+    client: redis.Redis, rq: BothSides
 ) -> None:
     [job_id] = make_dead(rq, [(b"a", "e")])
     gq.Producer(rq.keys.name, client=client).perform_after(3600, b"s")
@@ -355,7 +353,7 @@ def test_read_only_hides_every_button_and_refuses_every_change(
     assert dead_ids(rq) == {job_id}
 
 
-def test_basic_auth_is_required_when_configured(client: redis.Redis, rq: RedisQueue) -> None:
+def test_basic_auth_is_required_when_configured(client: redis.Redis, rq: BothSides) -> None:
     app = dashboard.app(client=client, auth="admin:s3cret:with-colon")
     with serving(app) as address:
         http = Http(address)
@@ -389,7 +387,7 @@ def test_a_foreign_host_header_is_refused_when_hosts_are_limited(client: redis.R
 
 
 def test_mounted_under_a_prefix_every_link_and_form_uses_it(
-    client: redis.Redis, rq: RedisQueue
+    client: redis.Redis, rq: BothSides
 ) -> None:
     [job_id] = make_dead(rq, [(b"a", "e")])
     with serving(dashboard.app(client=client), prefix="/admin/gq") as address:
@@ -414,7 +412,7 @@ def test_a_queue_name_with_markup_and_slashes_is_escaped_and_reachable(
     name = f"q/<img/src=x/onerror=alert(3)>{uuid.uuid4().hex[:6]}"
     client.sadd(REGISTRY, name)
     try:
-        rq = RedisQueue(client, name)
+        rq = BothSides(client, name)
         make_dead(rq, [(b"a", "e")])
         body = http.get("/").body
         assert "<img/src" not in body and "&lt;img/src=x/onerror=alert(3)&gt;" in body
@@ -440,7 +438,7 @@ def test_healthz_says_when_redis_is_gone() -> None:
 
 
 def test_a_running_consumer_shows_up_and_the_queue_drains(
-    http: Http, rq: RedisQueue, client: redis.Redis
+    http: Http, rq: BothSides, client: redis.Redis
 ) -> None:
     done: list[str] = []
     consumer = gq.Consumer(rq.keys.name, client=client, processor_concurrency=2)

@@ -15,9 +15,9 @@ from selenium.webdriver.common.by import By
 
 import gq
 from gq import dashboard
-from gq.redis_queue import RedisQueue
 from tests.dashboard_support import chromium, make_dead, serving
 from tests.helpers import RedisServer, delete_keys, wait_until
+from tests.queue_sides import BothSides
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -47,10 +47,10 @@ def client(redis_server: RedisServer) -> redis.Redis:
 
 
 @pytest.fixture
-def rq(client: redis.Redis) -> Iterator[RedisQueue]:
+def rq(client: redis.Redis) -> Iterator[BothSides]:
     name = f"test_browser_{uuid.uuid4().hex[:8]}"
     client.sadd(REGISTRY, name)
-    yield RedisQueue(client, name)
+    yield BothSides(client, name)
     client.srem(REGISTRY, name)
     delete_keys(client, f"{name}*")
 
@@ -80,7 +80,7 @@ def field(browser: Any, queue: str, name: str) -> str:
 
 
 def test_the_queues_page_lists_a_queue_with_the_right_counts(
-    browser: Any, site: str, rq: RedisQueue, client: redis.Redis
+    browser: Any, site: str, rq: BothSides, client: redis.Redis
 ) -> None:
     make_dead(rq, [(b"x", "boom")])
     producer = gq.Producer(rq.keys.name, client=client)
@@ -96,7 +96,7 @@ def test_the_queues_page_lists_a_queue_with_the_right_counts(
 
 
 def test_retrying_a_dead_job_moves_it_back_to_ready_and_the_page_shows_it(
-    browser: Any, site: str, rq: RedisQueue
+    browser: Any, site: str, rq: BothSides
 ) -> None:
     keep, retry = make_dead(rq, [(b"keep me", "e1"), (b"retry me", "e2")])
     browser.get(f"{site}/queues/{rq.keys.name}/dead")
@@ -111,9 +111,7 @@ def test_retrying_a_dead_job_moves_it_back_to_ready_and_the_page_shows_it(
     assert ready.text == "1"
 
 
-def test_select_and_delete_through_the_bulk_buttons(
-    browser: Any, site: str, rq: RedisQueue
-) -> None:
+def test_select_and_delete_through_the_bulk_buttons(browser: Any, site: str, rq: BothSides) -> None:
     ids = make_dead(rq, [(b"a", "e"), (b"b", "e"), (b"c", "e")])
     browser.get(f"{site}/queues/{rq.keys.name}/dead")
     delete = browser.find_element(By.XPATH, "//button[text()='Delete selected']")
@@ -126,7 +124,7 @@ def test_select_and_delete_through_the_bulk_buttons(
 
 
 def test_job_data_and_errors_with_markup_show_as_text_and_run_nothing(
-    browser: Any, site: str, rq: RedisQueue
+    browser: Any, site: str, rq: BothSides
 ) -> None:
     make_dead(rq, PAYLOADS)
     for page in ("/dead", ""):
@@ -159,7 +157,7 @@ def test_a_queue_named_with_markup_shows_as_text(
         delete_keys(client, "<img/src*")
 
 
-def test_read_only_mode_shows_no_buttons(browser: Any, rq: RedisQueue, client: redis.Redis) -> None:
+def test_read_only_mode_shows_no_buttons(browser: Any, rq: BothSides, client: redis.Redis) -> None:
     make_dead(rq, [(b"a", "e")])
     gq.Producer(rq.keys.name, client=client).perform_after(600, b"s")
     with serving(dashboard.app(client=client, read_only=True)) as address:
@@ -171,7 +169,7 @@ def test_read_only_mode_shows_no_buttons(browser: Any, rq: RedisQueue, client: r
 
 
 def test_basic_auth_is_required_when_configured(
-    browser: Any, rq: RedisQueue, client: redis.Redis
+    browser: Any, rq: BothSides, client: redis.Redis
 ) -> None:
     with serving(dashboard.app(client=client, auth="ops:pa55word")) as address:
         browser.get(f"http://{address}/")  # Chromium asks for credentials: an empty page
@@ -183,7 +181,7 @@ def test_basic_auth_is_required_when_configured(
 
 
 def test_live_numbers_refresh_by_themselves(
-    browser: Any, site: str, rq: RedisQueue, client: redis.Redis
+    browser: Any, site: str, rq: BothSides, client: redis.Redis
 ) -> None:
     browser.get(f"{site}/queues/{rq.keys.name}")
     marker = browser.find_element(By.CSS_SELECTOR, "main")
@@ -201,9 +199,7 @@ def test_live_numbers_refresh_by_themselves(
     assert browser.find_element(By.CSS_SELECTOR, "main").get_attribute("data-marked") == "1"
 
 
-def test_a_form_posted_from_another_site_is_refused(
-    browser: Any, site: str, rq: RedisQueue
-) -> None:
+def test_a_form_posted_from_another_site_is_refused(browser: Any, site: str, rq: BothSides) -> None:
     [job_id] = make_dead(rq, [(b"a", "e")])
     browser.get(f"{site}/queues/{rq.keys.name}/dead")  # the victim has a session cookie
     target = f"{site}/queues/{rq.keys.name}/dead/delete"
@@ -228,7 +224,7 @@ def test_a_form_posted_from_another_site_is_refused(
 
 
 def test_no_page_breaks_the_content_security_policy(
-    browser: Any, site: str, rq: RedisQueue, client: redis.Redis
+    browser: Any, site: str, rq: BothSides, client: redis.Redis
 ) -> None:
     make_dead(rq, [(b"a", "e")])
     gq.Producer(rq.keys.name, client=client).perform_after(600, b"s")

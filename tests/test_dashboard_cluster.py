@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from gq import dashboard
-from gq.redis_queue import RedisQueue
 from tests.dashboard_support import Http, make_dead, serving, write_facts, write_history
+from tests.queue_sides import BothSides
 from tests.topologies import Cluster, start_cluster
 
 
@@ -29,7 +29,7 @@ def test_pages_and_changes_on_a_cluster(cluster: Cluster) -> None:
     client = cluster.client()
     name = f"{{dash-{uuid.uuid4().hex[:6]}}}"
     client.sadd("gq:queues", name, "no-hash-tag")  # the second cannot be a queue here
-    rq = RedisQueue(client, name)
+    rq = BothSides(client, name)
     [job_id] = make_dead(rq, [(b"<b>x</b>", "e")])
     consumer = str(uuid.uuid4())
     rq.register(consumer)

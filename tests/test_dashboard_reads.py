@@ -13,17 +13,18 @@ from gq.dashboard import chart, model
 from gq.dashboard.http import Request
 from gq.dashboard.security import BasicAuth, Csrf, host_allowed, is_loopback
 from gq.keys import QUEUE_REGISTRY
-from gq.redis_queue import RedisQueue, registered_queues
+from gq.redis_admin import registered_queues
 from tests.dashboard_support import make_dead, write_facts, write_history
 from tests.helpers import Backend
+from tests.queue_sides import BothSides
 
 
 @pytest.fixture
-def rq(backend: Backend) -> RedisQueue:
-    return RedisQueue(backend.direct(), backend.queue)
+def rq(backend: Backend) -> BothSides:
+    return BothSides(backend.direct(), backend.queue)
 
 
-def test_history_reads_the_minutes_across_two_hour_keys(rq: RedisQueue) -> None:
+def test_history_reads_the_minutes_across_two_hour_keys(rq: BothSides) -> None:
     now = 7 * 3600 + 10 * 60 + 30.0  # 07:10:30: the hour spans the 06:xx and 07:xx keys
     write_history(rq.client, rq.keys.name, {7 * 3600 + 600: (3, 1), 6 * 3600 + 660: (5, 0)})
     write_history(rq.client, rq.keys.name, {6 * 3600 + 600: (99, 99)})  # 61 minutes back
@@ -33,13 +34,13 @@ def test_history_reads_the_minutes_across_two_hour_keys(rq: RedisQueue) -> None:
     assert sum(done for _, done, _ in points) == 8
 
 
-def test_history_ignores_values_that_are_not_counts(rq: RedisQueue) -> None:
+def test_history_ignores_values_that_are_not_counts(rq: BothSides) -> None:
     minute = 3600 * 5
     rq.client.hset(rq.keys.history(minute), mapping={f"done:{minute}": "x", f"failed:{minute}": -3})
     assert rq.history(minute + 1, 1) == [(minute, 0, 0)]
 
 
-def test_consumer_facts_tolerate_missing_and_malformed_values(rq: RedisQueue) -> None:
+def test_consumer_facts_tolerate_missing_and_malformed_values(rq: BothSides) -> None:
     facts = write_facts(rq.client, rq.keys.name, "a")
     rq.client.set(rq.keys.facts("b"), b"{not json")
     rq.client.set(rq.keys.facts("c"), json.dumps([1, 2]))
@@ -47,7 +48,7 @@ def test_consumer_facts_tolerate_missing_and_malformed_values(rq: RedisQueue) ->
     assert rq.consumer_facts([]) == []
 
 
-def test_pages_of_dead_and_scheduled_jobs(rq: RedisQueue) -> None:
+def test_pages_of_dead_and_scheduled_jobs(rq: BothSides) -> None:
     ids = make_dead(rq, [(f"{i}".encode(), "e") for i in range(5)])
     for i, job_id in enumerate(ids):
         rq.client.zadd(rq.keys.dead, {job_id: 100 + i})
@@ -58,7 +59,7 @@ def test_pages_of_dead_and_scheduled_jobs(rq: RedisQueue) -> None:
     assert [(e[0], e[1]) for e in rq.scheduled_page(0, 5)] == [(soon, 1000.0), (later, 2000.0)]
 
 
-def test_run_scheduled_moves_only_scheduled_jobs_to_the_tail(rq: RedisQueue) -> None:
+def test_run_scheduled_moves_only_scheduled_jobs_to_the_tail(rq: BothSides) -> None:
     producer = gq.Producer(rq.keys.name, client=rq.client)
     ready = producer.perform(b"r")
     later = producer.perform_at(10**10, b"later")
@@ -69,7 +70,7 @@ def test_run_scheduled_moves_only_scheduled_jobs_to_the_tail(rq: RedisQueue) -> 
     assert rq.run_scheduled([]) == []
 
 
-def test_exists_says_whether_redis_holds_anything_of_the_queue(rq: RedisQueue) -> None:
+def test_exists_says_whether_redis_holds_anything_of_the_queue(rq: BothSides) -> None:
     assert not rq.exists()
     rq.register("c")
     assert rq.exists()

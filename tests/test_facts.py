@@ -21,9 +21,9 @@ from gq.facts import HISTORY_TTL, Reporter
 from gq.keys import REGISTRY
 from gq.options import ConsumerOptions
 from gq.recorder import HISTORY_SECONDS, Recorder
-from gq.redis_queue import RedisQueue
 from tests.cli_support import ADMIN, env_for, run
 from tests.helpers import Backend, RedisServer, delete_keys, wait_until
+from tests.queue_sides import BothSides
 
 FACT_TYPES = {"id": str, "host": str, "pid": int, "started_at": float, "version": str,
               "queues": list, "concurrency": int, "running": int, "jobs_done": int,
@@ -45,7 +45,7 @@ def stored_facts(direct: redis.Redis, queue: str, consumer_id: str) -> dict[str,
 
 def history_totals(direct: redis.Redis, queue: str) -> dict[str, int]:
     hour = int(time.time()) // 3600 * 3600
-    fields = RedisQueue(direct, queue).history_fields([hour - 3600, hour])
+    fields = BothSides(direct, queue).history_fields([hour - 3600, hour])
     totals = {"done": 0, "failed": 0}
     for field, count in fields.items():
         kind, minute = field.split(":")
@@ -118,9 +118,9 @@ def test_the_last_counts_are_written_at_a_graceful_stop(
 
 
 class FailingQueue:
-    """A RedisQueue stand-in whose writes fail until ``healed``."""
+    """A BothSides stand-in whose writes fail until ``healed``."""
 
-    def __init__(self, real: RedisQueue) -> None:
+    def __init__(self, real: BothSides) -> None:
         self.real = real
         self.keys = real.keys
         self.healed = False
@@ -134,7 +134,7 @@ class FailingQueue:
 def test_counts_that_could_not_be_written_go_with_the_next_heartbeat(
     backend: Backend, direct: redis.Redis
 ) -> None:
-    queue = FailingQueue(RedisQueue(backend.client(), backend.queue))
+    queue = FailingQueue(BothSides(backend.client(), backend.queue))
     recorder = Recorder(backend.queue)
     opts = ConsumerOptions()
     reporter = Reporter(queue, "c1", opts, recorder, "test")  # type: ignore[arg-type]
@@ -168,14 +168,14 @@ def test_history_minutes_follow_the_redis_servers_clock() -> None:
 
 
 @pytest.fixture
-def rq(redis_server: RedisServer) -> Iterator[RedisQueue]:
+def rq(redis_server: RedisServer) -> Iterator[BothSides]:
     name = f"test_facts_{uuid.uuid4().hex[:8]}"
-    yield RedisQueue(redis_server.client(), name)
+    yield BothSides(redis_server.client(), name)
     delete_keys(redis_server.client(), f"{name}*")
     redis_server.client().srem(REGISTRY, name)
 
 
-def test_gq_consumers_shows_each_consumers_facts(redis_server: RedisServer, rq: RedisQueue) -> None:
+def test_gq_consumers_shows_each_consumers_facts(redis_server: RedisServer, rq: BothSides) -> None:
     rq.register("worker-a")
     recorder = Recorder(rq.keys.name)
     recorder.done(12)
@@ -199,7 +199,7 @@ def test_gq_consumers_shows_each_consumers_facts(redis_server: RedisServer, rq: 
 
 
 def test_a_refused_write_gives_back_only_the_counts_that_did_not_land(
-    redis_server: RedisServer, rq: RedisQueue
+    redis_server: RedisServer, rq: BothSides
 ) -> None:
     # An ACL user limited to the queue's keys, without SET and (at first) without HINCRBY:
     # the registry and the facts are refused, and so are the increments, which must come
@@ -215,7 +215,7 @@ def test_a_refused_write_gives_back_only_the_counts_that_did_not_land(
         )  # fmt: skip
         recorder = Recorder(rq.keys.name)
         reporter = Reporter(
-            RedisQueue(limited, rq.keys.name), "c1", ConsumerOptions(), recorder, "test"
+            BothSides(limited, rq.keys.name), "c1", ConsumerOptions(), recorder, "test"
         )
         recorder.done(3)
         reporter.beat(time.time())

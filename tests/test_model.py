@@ -1,4 +1,4 @@
-"""A Hypothesis state machine over RedisQueue against a real Redis (issue #5).
+"""A Hypothesis state machine over BothSides against a real Redis (issue #5).
 
 Random sequences of push, schedule, register, fetch, ack, retry, kill, enqueue_due,
 requeue, consumer crashes (the registration made old, another consumer recovers),
@@ -21,8 +21,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 import gq
 from gq import job as jobs
-from gq.redis_queue import RedisQueue
 from tests.helpers import NO_RETRY, RedisServer, delete_keys
+from tests.queue_sides import BothSides
 
 IDS = st.sampled_from([f"id{i}" for i in range(8)])
 CONSUMERS = st.sampled_from(["c0", "c1", "c2"])
@@ -43,7 +43,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.server is not None
         self.client = self.server.client(retry=NO_RETRY)
         self.name = f"model_{uuid.uuid4().hex[:8]}"
-        self.queue = RedisQueue(self.client, self.name)
+        self.queue = BothSides(self.client, self.name)
         self.place: dict[str, str] = {}  # id -> active | scheduled | inflight:<c> | dead | gone
         self.due: dict[str, float] = {}  # scheduled id -> server time it is due
         self.attempt: dict[str, int] = {}
@@ -98,7 +98,7 @@ class QueueMachine(RuleBasedStateMachine):
                 self.queue.fetch(consumer, count)
             return
         # Queue order is Redis's; what a fetch may take follows the suspect rule: a job
-        # recovered SUSPECT times in a row comes alone (RedisQueue.fetch defaults to an
+        # recovered SUSPECT times in a row comes alone (BothSides.fetch defaults to an
         # idle consumer), and a batch stops short before one.
         order = [x.decode() for x in self.queue.client.lrange(self.queue.keys.active, 0, -1)]
         assert sorted(order) == sorted(i for i, p in self.place.items() if p == "active")

@@ -1,6 +1,6 @@
 """The "Redis operations" describe of curlyq's consumer_test.go, ported case by case.
 
-Each Go helper maps to a RedisQueue method (one Lua script) or a loop step of the
+Each Go helper maps to a BothSides method (one Lua script) or a loop step of the
 Consumer: ackJob -> ack, enqueueScheduledJobs -> enqueue_due, getJobs -> fetch,
 killJob -> kill, reenqueueActiveJobs -> requeue, reenqueueOrphanedJobs -> one
 custodian pass (expired_consumers + recover), registerConsumer -> register,

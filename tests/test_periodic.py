@@ -25,9 +25,10 @@ from gq import job as jobs
 from gq import periodic_runner
 from gq.periodic import Periodic, describe
 from gq.periodic_runner import PeriodicRunner
-from gq.redis_queue import PeriodicOccurrence, RedisQueue
+from gq.redis_queue import PeriodicOccurrence
 from tests.cli_support import ADMIN, WORKER, Worker, closed_port_url, env_for, run
 from tests.helpers import Backend, FakeBackend, RedisServer, delete_keys, wait_until
+from tests.queue_sides import BothSides
 
 UTC = timezone.utc
 
@@ -152,7 +153,7 @@ def occurrence(name: str, at: int, following: int, rule: str = "every\t3600\tUTC
 
 
 def test_the_script_returns_what_its_header_says(backend: Backend) -> None:
-    rq = RedisQueue(backend.client(), backend.queue)
+    rq = BothSides(backend.client(), backend.queue)
     direct = backend.direct()
     now = math.floor(rq.server_time())
 
@@ -181,7 +182,7 @@ def test_the_script_returns_what_its_header_says(backend: Backend) -> None:
 
 
 def test_a_changed_rule_starts_from_now_without_catching_up(backend: Backend) -> None:
-    rq = RedisQueue(backend.client(), backend.queue)
+    rq = BothSides(backend.client(), backend.queue)
     now = math.floor(rq.server_time())
     assert rq.enqueue_periodic(occurrence("a", now - 5000, now + 600)).outcome == "skipped"
     edited = occurrence("a", now - 1000, now + 600, rule="every\t1800\tUTC")
@@ -191,7 +192,7 @@ def test_a_changed_rule_starts_from_now_without_catching_up(backend: Backend) ->
 
 
 def test_the_script_refuses_a_key_of_the_wrong_type_before_writing(backend: Backend) -> None:
-    rq = RedisQueue(backend.client(), backend.queue)
+    rq = BothSides(backend.client(), backend.queue)
     direct = backend.direct()
     direct.set(rq.keys.active, b"not a list")
     now = math.floor(rq.server_time())
@@ -204,8 +205,8 @@ def test_the_script_refuses_a_key_of_the_wrong_type_before_writing(backend: Back
 def test_an_occurrence_acknowledged_before_a_slower_consumer_looks_is_not_enqueued_again(
     backend: Backend,
 ) -> None:
-    fast = RedisQueue(backend.client(), backend.queue)
-    slow = RedisQueue(backend.client(), backend.queue)
+    fast = BothSides(backend.client(), backend.queue)
+    slow = BothSides(backend.client(), backend.queue)
     now = math.floor(fast.server_time())
     nightly = occurrence("nightly", now, now + 86400)
     assert fast.enqueue_periodic(nightly).outcome == "enqueued"
@@ -257,7 +258,7 @@ def test_three_consumers_enqueue_every_occurrence_exactly_once(backend: Backend)
     assert sum(r.enqueued for r in runners) == len(enqueued)
     # Every consumer proposed the occurrences: most proposals lost to another's.
     assert sum(r.proposed for r in runners) >= 2 * len(ran)
-    assert RedisQueue(backend.direct(), backend.queue).periodic_state()["tick"][1] == times[-1]
+    assert BothSides(backend.direct(), backend.queue).periodic_state()["tick"][1] == times[-1]
 
 
 @pytest.fixture
@@ -296,7 +297,7 @@ def test_occurrences_missed_while_no_consumer_ran_are_not_replayed_but_the_lates
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(periodic_runner, "LATE_LIMIT", 1.0)  # "missed" after 1 s, not 10
-    rq = RedisQueue(backend.direct(), backend.queue)
+    rq = BothSides(backend.direct(), backend.queue)
     ran: list[str] = []
     first = [gq.Consumer(backend.queue, client=backend.client(), periodic=every_second())]
     greenlets = start(first, lambda job: ran.append(job.id))
@@ -345,7 +346,7 @@ def test_a_cron_rule_fires_once_at_the_right_instant_across_the_dst_change_in_pa
     clock, backend = fake_clock
     rule = [Periodic("night", cron="30 2 * * *", tz="Europe/Paris")]
     runners = [
-        PeriodicRunner(RedisQueue(backend.client(), backend.queue), rule, "test", clock=clock)
+        PeriodicRunner(BothSides(backend.client(), backend.queue), rule, "test", clock=clock)
         for _ in range(2)
     ]
     expected = []
@@ -377,7 +378,7 @@ def test_after_an_outage_only_the_most_recent_missed_occurrence_runs_once(
     clock, backend = fake_clock
     schedule = [Periodic("minutely", every=60)]
     runners = [
-        PeriodicRunner(RedisQueue(backend.client(), backend.queue), schedule, "t", clock=clock)
+        PeriodicRunner(BothSides(backend.client(), backend.queue), schedule, "t", clock=clock)
         for _ in range(3)
     ]
     start_at = 1_800_000_000
@@ -402,7 +403,7 @@ def test_a_consumer_that_restarts_quickly_enqueues_the_occurrences_it_was_away_f
     fake_clock: tuple[FakeClock, FakeBackend],
 ) -> None:
     clock, backend = fake_clock
-    rq = RedisQueue(backend.client(), backend.queue)
+    rq = BothSides(backend.client(), backend.queue)
     clock.now = 1_800_000_000.1
     PeriodicRunner(rq, every_second(), "before", clock=clock).step()
     clock.now += 3.5  # restarted 3.5 s later: three occurrences late, within the limit
@@ -414,7 +415,7 @@ def test_a_consumer_whose_view_is_behind_neither_repeats_nor_reports_a_miss(
     fake_clock: tuple[FakeClock, FakeBackend], caplog: pytest.LogCaptureFixture
 ) -> None:
     clock, backend = fake_clock
-    rq = RedisQueue(backend.client(), backend.queue)
+    rq = BothSides(backend.client(), backend.queue)
     slow = PeriodicRunner(rq, every_second(), "slow", clock=clock)
     fast = PeriodicRunner(rq, every_second(), "fast", clock=clock)
     clock.now = 1_800_000_000.1
@@ -435,7 +436,7 @@ def test_the_runner_sleeps_until_the_next_occurrence(
     clock, backend = fake_clock
     clock.now = 1_800_000_000.25
     runner = PeriodicRunner(
-        RedisQueue(backend.client(), backend.queue), every_second(), "t", clock=clock
+        BothSides(backend.client(), backend.queue), every_second(), "t", clock=clock
     )
     runner.step()
     assert queued(backend) == ["periodic:tick:1800000000"]
@@ -505,7 +506,7 @@ def test_three_worker_processes_enqueue_every_occurrence_exactly_once(
 def test_gq_periodic_list_shows_rule_time_zone_last_and_next(
     redis_server: RedisServer, queue: str
 ) -> None:
-    rq = RedisQueue(redis_server.client(), queue)
+    rq = BothSides(redis_server.client(), queue)
     nightly = Periodic("nightly", cron="0 3 * * *", tz="Europe/Paris")
     now = math.floor(rq.server_time())
     last = nightly.latest(now)

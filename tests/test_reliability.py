@@ -18,14 +18,14 @@ from gq import job as jobs
 from gq.keys import QueueKeys
 from gq.loops import ThreadHeartbeat
 from gq.processor import persist
-from gq.redis_queue import RedisQueue
 from tests import queue_state as state
 from tests.helpers import Backend, stays_true, wait_until
+from tests.queue_sides import BothSides
 
 # -- the recovery rule ---------------------------------------------------------------------
 
 
-def _crash(q: RedisQueue, consumer: str, ids: list[str], *, max_recoveries: int) -> int:
+def _crash(q: BothSides, consumer: str, ids: list[str], *, max_recoveries: int) -> int:
     """``consumer`` held ``ids`` and died; another consumer's custodian recovers them."""
     c = q.client
     c.sadd(q.keys.inflight(consumer), *ids)
@@ -36,7 +36,7 @@ def _crash(q: RedisQueue, consumer: str, ids: list[str], *, max_recoveries: int)
 
 
 def test_only_a_job_that_crashed_alone_is_charged_past_the_limit(backend: Backend) -> None:
-    q = RedisQueue(backend.client(), backend.queue)
+    q = BothSides(backend.client(), backend.queue)
     c = backend.direct()
     ids = ["poison", "n1", "n2"]
     q.push([(i, jobs.encode(gq.Job(id=i))) for i in ids])
@@ -63,7 +63,7 @@ def test_only_a_job_that_crashed_alone_is_charged_past_the_limit(backend: Backen
 
 
 def test_jobs_recovered_once_are_fetched_in_full_batches(backend: Backend) -> None:
-    q = RedisQueue(backend.client(), backend.queue)
+    q = BothSides(backend.client(), backend.queue)
     c = backend.direct()
     ids = [f"j{i}" for i in range(50)]
     q.push([(i, jobs.encode(gq.Job(id=i))) for i in ids])
@@ -77,8 +77,8 @@ def test_jobs_recovered_once_are_fetched_in_full_batches(backend: Backend) -> No
 # -- wrong key types -----------------------------------------------------------------------
 
 
-def _owned_job(backend: Backend) -> tuple[RedisQueue, redis.Redis]:
-    q = RedisQueue(backend.client(), backend.queue)
+def _owned_job(backend: Backend) -> tuple[BothSides, redis.Redis]:
+    q = BothSides(backend.client(), backend.queue)
     c = backend.direct()
     q.push([("a", jobs.encode(gq.Job(id="a")))])
     q.register("c1")
@@ -118,7 +118,7 @@ def test_a_write_refused_for_a_wrong_key_type_leaves_the_job_in_flight(
 
 
 def test_a_push_refused_for_a_wrong_active_list_stores_nothing(backend: Backend) -> None:
-    q = RedisQueue(backend.client(), backend.queue)
+    q = BothSides(backend.client(), backend.queue)
     c = backend.direct()
     c.set(q.keys.active, "a string")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):

@@ -14,9 +14,9 @@ import redis
 
 import gq
 from gq.connection import client_from_url
-from gq.redis_queue import RedisQueue
 from tests.cli_support import ADMIN, WORKER, env_for, run
 from tests.helpers import wait_until
+from tests.queue_sides import BothSides
 from tests.test_cluster import Runner
 from tests.topologies import SentinelSetup, start_sentinel
 
@@ -106,6 +106,6 @@ def test_workers_continue_after_a_sentinel_failover(sentinel: SentinelSetup) -> 
     finally:
         runner.stop()
         try:
-            RedisQueue(producer._queue.client, queue).delete_queue()
+            BothSides(producer._queue.client, queue).delete_queue()
         finally:
             producer.close()

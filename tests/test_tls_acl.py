@@ -17,9 +17,9 @@ import redis
 import gq
 from gq import job as jobs
 from gq.connection import client_from_url, redact_url
-from gq.redis_queue import RedisQueue
 from tests.cli_support import ADMIN, WORKER, env_for, run
 from tests.helpers import wait_until
+from tests.queue_sides import BothSides
 from tests.topologies import HOST, Node, make_certificates, start_node, start_tls_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +118,7 @@ def test_an_acl_user_limited_to_the_queue_runs_producer_and_worker(server: Node)
         assert worker.returncode == 0, worker.stderr
         # The rule covers the facts, the history and the registry too (docs/metrics.md).
         assert "could not write facts" not in worker.stderr + worker.stdout, worker.stderr
-        assert RedisQueue(admin, queue).counts() == {
+        assert BothSides(admin, queue).counts() == {
             "ready": 0,
             "scheduled": 0,
             "due": 0,
@@ -129,7 +129,7 @@ def test_an_acl_user_limited_to_the_queue_runs_producer_and_worker(server: Node)
             producer._queue.client.get("other")
     finally:
         producer.close()
-        RedisQueue(admin, queue).delete_queue()
+        BothSides(admin, queue).delete_queue()
         admin.close()
 
 
@@ -194,7 +194,7 @@ def test_the_documented_rule_runs_a_whole_consumer_life(server: Node) -> None:
     queue = "{" + f"life-{uuid.uuid4().hex[:6]}" + "}"
     url = _life_user(server, "gq-life", queue)
     admin = server.client()
-    keys = RedisQueue(admin, queue).keys
+    keys = BothSides(admin, queue).keys
     producer = gq.Producer(queue, url=url)
     producer.perform_many(
         [gq.Job(id=i) for i in ("flaky", "doomed", *(f"ok{i}" for i in range(20)))]
@@ -217,7 +217,7 @@ def test_the_documented_rule_runs_a_whole_consumer_life(server: Node) -> None:
     runner = gevent.spawn(consumer.run, handler)
     expected = {"flaky", "orphan", *(f"ok{i}" for i in range(20))}
     wait_until(lambda: set(done) == expected, 30, message="every job done")
-    wait_until(lambda: RedisQueue(admin, queue).counts()["dead"] == 1, 10)
+    wait_until(lambda: BothSides(admin, queue).counts()["dead"] == 1, 10)
     wait_until(lambda: not admin.hexists(keys.recovered, "gone"), 10)
     consumer.stop()
     runner.join(10)
@@ -225,7 +225,7 @@ def test_the_documented_rule_runs_a_whole_consumer_life(server: Node) -> None:
     assert sorted(done) == sorted(expected)  # each once: the lost reply's jobs given back
     assert admin.zrange(keys.dead, 0, -1) == [b"doomed"]
     assert admin.zcard(keys.consumers) == 0  # deregistered at the stop
-    RedisQueue(admin, queue).delete_queue()
+    BothSides(admin, queue).delete_queue()
     admin.close()
 
 
@@ -241,7 +241,7 @@ def test_a_loop_refused_a_command_stops_the_consumer_naming_it(server: Node) -> 
     with pytest.raises(gq.PermissionDeniedError) as refused:
         consumer.run(lambda job: None)
     assert refused.value.operation == "SMEMBERS" and refused.value.process == "Poller"
-    RedisQueue(server.client(), queue).delete_queue()
+    BothSides(server.client(), queue).delete_queue()
 
 
 def test_gq_worker_exits_1_when_refused_while_running_and_3_at_start(server: Node) -> None:

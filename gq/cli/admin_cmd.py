@@ -32,7 +32,7 @@ from gq.cli.common import (
     unix_time,
 )
 from gq.cli.logs import scrub, url_secrets
-from gq.redis_queue import RedisQueue
+from gq.redis_admin import QueueAdmin
 
 DESCRIPTION = """\
 The gq operator's tool: look at a queue, enqueue from the shell, retry or delete dead
@@ -48,7 +48,7 @@ exit codes:
   3  Redis unreachable or refusing the credentials
 """
 
-Command = Callable[[argparse.Namespace, RedisQueue], int]
+Command = Callable[[argparse.Namespace, QueueAdmin], int]
 
 
 def build_parser() -> argparse.ArgumentParser:

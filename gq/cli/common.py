@@ -15,7 +15,8 @@ from gq.cli import ENV_QUEUE, ENV_URL, EXIT_UNREACHABLE, EXIT_USAGE
 from gq.cli.logs import scrub, url_secrets
 from gq.connection import DEFAULT_URL, client_from_url, redact_url
 from gq.errors import ConfigurationError, PermissionDeniedError
-from gq.redis_queue import RedisQueue
+from gq.redis_admin import QueueAdmin
+from gq.redis_base import ScriptedQueue
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -167,8 +168,8 @@ def is_refusal(exc: BaseException) -> bool:
     )
 
 
-def open_queue(url: str, queue: str, **pool_options: Any) -> RedisQueue:
-    """A RedisQueue on ``url`` that has answered a PING (exit 3 if not, 2 for a bad URL)."""
+def open_queue(url: str, queue: str, **pool_options: Any) -> QueueAdmin:
+    """A QueueAdmin on ``url`` that has answered a PING (exit 3 if not, 2 for a bad URL)."""
     rq = queue_on(url, queue, **pool_options)
     problem = unreachable(rq, url)
     if problem is not None:
@@ -178,12 +179,12 @@ def open_queue(url: str, queue: str, **pool_options: Any) -> RedisQueue:
     return rq
 
 
-def queue_on(url: str, queue: str, **pool_options: Any) -> RedisQueue:
-    """A RedisQueue on ``url``, not yet connected (exit 2 for a bad URL)."""
+def queue_on(url: str, queue: str, **pool_options: Any) -> QueueAdmin:
+    """A QueueAdmin on ``url``, not yet connected (exit 2 for a bad URL)."""
     pool_options.setdefault("socket_connect_timeout", 5.0)
     pool_options.setdefault("socket_timeout", 10.0)
     try:
-        return RedisQueue(client_from_url(url, **pool_options), queue)
+        return QueueAdmin(client_from_url(url, **pool_options), queue)
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built
@@ -191,7 +192,7 @@ def queue_on(url: str, queue: str, **pool_options: Any) -> RedisQueue:
         raise CliError(EXIT_UNREACHABLE, scrub(message, url_secrets(url))) from None
 
 
-def unreachable(rq: RedisQueue, url: str) -> str | None:
+def unreachable(rq: ScriptedQueue, url: str) -> str | None:
     """Why Redis cannot be used (unreachable, refusing the credentials), or None if it can."""
     try:
         rq.ping()

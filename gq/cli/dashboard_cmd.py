@@ -122,10 +122,10 @@ def _build_app(args: argparse.Namespace, auth: str | None) -> Any:
             EXIT_USAGE, f"the dashboard needs Jinja2: pip install 'gq[dashboard]' ({exc})"
         ) from None
     from gq.cli.common import unreachable
-    from gq.redis_queue import RedisQueue
+    from gq.redis_admin import QueueAdmin
 
     client = client_from_url(args.url, socket_connect_timeout=5.0, socket_timeout=10.0)
-    problem = unreachable(RedisQueue(client, "gq-dashboard"), args.url)
+    problem = unreachable(QueueAdmin(client, "gq-dashboard"), args.url)
     if problem is not None:
         from gq.cli import EXIT_UNREACHABLE
 

@@ -17,7 +17,8 @@ import gq
 from gq.cli import ENV_URL, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE
 from gq.cli.common import CliError, Parser, duration, positive_int, queue_on, unreachable
 from gq.connection import DEFAULT_URL, FAKEREDIS_SCHEME, client_from_url, redact_url
-from gq.redis_queue import MAX_BATCH, RedisQueue
+from gq.redis_admin import QueueAdmin
+from gq.redis_base import MAX_BATCH
 
 EMBEDDED_URL = f"{FAKEREDIS_SCHEME}://"
 DEFAULT_JOBS = 10_000
@@ -69,7 +70,7 @@ def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     url, backend = choose_backend(args.url)
-    rq = RedisQueue(
+    rq = QueueAdmin(
         client_from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0),
         f"gq-demo-{uuid.uuid4().hex[:8]}",
     )
@@ -110,7 +111,7 @@ def choose_backend(url: str) -> tuple[str, str]:
         return url, f"Redis at {redact_url(url)}"
     reason = f"no Redis at {redact_url(url)}: {problem.rstrip('.')}"
     try:  # fakeredis is there, and runs Lua (fakeredis[lua])
-        RedisQueue(client_from_url(EMBEDDED_URL), "gq-demo-probe").backlog("probe")
+        QueueAdmin(client_from_url(EMBEDDED_URL), "gq-demo-probe").backlog("probe")
     except Exception:  # noqa: BLE001 - whatever failed, there is no embedded server to use
         raise CliError(
             EXIT_UNREACHABLE,
@@ -120,7 +121,7 @@ def choose_backend(url: str) -> tuple[str, str]:
     return EMBEDDED_URL, f"embedded in-process server ({EMBEDDED_URL})\n  ({reason})"
 
 
-def _enqueue(rq: RedisQueue, n: int) -> float:
+def _enqueue(rq: QueueAdmin, n: int) -> float:
     producer = gq.Producer(rq.keys.name, client=rq.client)
     start = time.perf_counter()
     for first in range(0, n, MAX_BATCH):
@@ -159,7 +160,7 @@ def _drain(url: str, queue: str, args: argparse.Namespace) -> tuple[int, float]:
     return finished[0], max(elapsed, 1e-9)
 
 
-def _clean_up(rq: RedisQueue) -> None:
+def _clean_up(rq: QueueAdmin) -> None:
     try:
         rq.delete_queue()
     except Exception as exc:  # noqa: BLE001 - best effort on the way out: reported, not raised

@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from gq.redis_queue import RedisQueue
+from gq.redis_admin import QueueAdmin
 
 HEADERS = ("HOST", "PID", "VERSION", "RUNNING", "DONE", "RSS", "CPU")
 # The facts copied into `gq consumers --json` (null when the consumer has none).
@@ -18,7 +18,7 @@ JSON_FIELDS = ("host", "pid", "version", "started_at", "concurrency", "running",
                "jobs_failed", "rss_bytes", "cpu_percent", "updated_at")  # fmt: skip
 
 
-def read_facts(rq: RedisQueue, consumer_ids: Sequence[str]) -> list[dict[str, Any]]:
+def read_facts(rq: QueueAdmin, consumer_ids: Sequence[str]) -> list[dict[str, Any]]:
     """Each consumer's facts ({} when it has none or they cannot be read), one round trip."""
     try:
         found = rq.facts(consumer_ids)

@@ -23,7 +23,8 @@ from gq.cli.formatting import (
 )
 from gq.errors import JobAlreadyExistsError
 from gq.producer import Producer
-from gq.redis_queue import MAX_BATCH, RedisQueue
+from gq.redis_admin import QueueAdmin
+from gq.redis_base import MAX_BATCH
 
 Entries = list[tuple[str, float, Optional[bytes]]]
 Operation = Callable[[Sequence[str]], list[bool]]
@@ -31,7 +32,7 @@ Operation = Callable[[Sequence[str]], list[bool]]
 # -- enqueue -----------------------------------------------------------------------------
 
 
-def enqueue(args: argparse.Namespace, rq: RedisQueue) -> int:
+def enqueue(args: argparse.Namespace, rq: QueueAdmin) -> int:
     producer = Producer(rq.keys.name, client=rq.client)
     payloads = _payloads(args.data)
     try:
@@ -87,19 +88,19 @@ def _batches(payloads: Iterator[bytes]) -> Iterator[list[bytes]]:
 # -- dead and scheduled --------------------------------------------------------------------
 
 
-def dead_list(args: argparse.Namespace, rq: RedisQueue) -> int:
+def dead_list(args: argparse.Namespace, rq: QueueAdmin) -> int:
     entries = rq.dead_jobs(args.limit)
     return _list(args, rq, entries, "dead", "KILLED", "killed_at")
 
 
-def scheduled_list(args: argparse.Namespace, rq: RedisQueue) -> int:
+def scheduled_list(args: argparse.Namespace, rq: QueueAdmin) -> int:
     entries = rq.scheduled_jobs(args.limit)
     return _list(args, rq, entries, "scheduled", "DUE", "due_at")
 
 
 def _list(
     args: argparse.Namespace,
-    rq: RedisQueue,
+    rq: QueueAdmin,
     entries: Entries,
     state: str,
     when_header: str,
@@ -142,7 +143,7 @@ def _list(
     return EXIT_OK
 
 
-def dead_retry(args: argparse.Namespace, rq: RedisQueue) -> int:
+def dead_retry(args: argparse.Namespace, rq: QueueAdmin) -> int:
     def retry(ids: Sequence[str]) -> list[bool]:
         messages = rq.messages(ids) if args.reset_attempts else [None] * len(ids)
         return rq.retry_dead([(job_id, _reset(message)) for job_id, message in zip(ids, messages)])
@@ -150,13 +151,13 @@ def dead_retry(args: argparse.Namespace, rq: RedisQueue) -> int:
     return _apply(args, rq, retry, lambda n: rq.dead_jobs(n, newest_first=False), "dead", "retried")
 
 
-def dead_delete(args: argparse.Namespace, rq: RedisQueue) -> int:
+def dead_delete(args: argparse.Namespace, rq: QueueAdmin) -> int:
     return _apply(
         args, rq, rq.delete_dead, lambda n: rq.dead_jobs(n, newest_first=False), "dead", "deleted"
     )
 
 
-def scheduled_delete(args: argparse.Namespace, rq: RedisQueue) -> int:
+def scheduled_delete(args: argparse.Namespace, rq: QueueAdmin) -> int:
     return _apply(args, rq, rq.delete_scheduled, rq.scheduled_jobs, "scheduled", "deleted")
 
 
@@ -173,7 +174,7 @@ def _reset(message: bytes | None) -> bytes | None:
 
 def _apply(
     args: argparse.Namespace,
-    rq: RedisQueue,
+    rq: QueueAdmin,
     operation: Operation,
     first: Callable[[int], Entries],
     state: str,
@@ -200,7 +201,7 @@ def _apply(
 
 
 def _apply_all(
-    rq: RedisQueue, operation: Operation, first: Callable[[int], Entries], state: str
+    rq: QueueAdmin, operation: Operation, first: Callable[[int], Entries], state: str
 ) -> int:
     """Work through the set from its head in batches, at most as many jobs as it held at
     the start: a retried job that dies again meanwhile cannot keep the loop going."""

@@ -17,7 +17,7 @@ from gq.cli import ENV_URL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from gq.cli.common import CliError, Parser, duration, is_refusal, open_queue, queue_on
 from gq.cli.logs import scrub, url_secrets
 from gq.connection import DEFAULT_URL, redact_url
-from gq.redis_queue import registered_queues
+from gq.redis_admin import registered_queues
 
 log = logging.getLogger("gq.worker")
 

@@ -14,7 +14,7 @@ from gq.cli.common import CliError
 from gq.cli.formatting import local_time, print_json_lines, relative, table
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic, ScheduleInfo, check_schedule, describe
-from gq.redis_queue import RedisQueue
+from gq.redis_admin import QueueAdmin
 
 # -- gq-worker --periodic ----------------------------------------------------------------
 
@@ -100,7 +100,7 @@ def add_parser(commands: Any, conn: argparse.ArgumentParser) -> None:
     deleter.set_defaults(func=delete_schedules)
 
 
-def list_schedules(args: argparse.Namespace, rq: RedisQueue) -> int:
+def list_schedules(args: argparse.Namespace, rq: QueueAdmin) -> int:
     infos = describe(rq)
     if args.json:
         print_json_lines([info.as_dict() for info in infos])
@@ -130,7 +130,7 @@ def _when(when: int | None, now: float) -> tuple[str, str]:
     return local_time(when), f"({relative(when, now)})"
 
 
-def delete_schedules(args: argparse.Namespace, rq: RedisQueue) -> int:
+def delete_schedules(args: argparse.Namespace, rq: QueueAdmin) -> int:
     names = list(dict.fromkeys(args.names))
     known = set(rq.periodic_state())
     rq.delete_periodic(names)

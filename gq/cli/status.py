@@ -8,14 +8,14 @@ import json
 from gq import job as jobs
 from gq.cli import EXIT_OK, facts_view
 from gq.cli.formatting import age, local_time, print_json_lines, relative, table
-from gq.redis_queue import RedisQueue
+from gq.redis_admin import QueueAdmin
 
 # A consumer is dead once silent for heartbeat_poll_interval + custodian_consumer_timeout,
 # 60 + 60 seconds by default; workers run with other values need --consumer-timeout.
 DEFAULT_CONSUMER_TIMEOUT = 120.0
 
 
-def stats(args: argparse.Namespace, rq: RedisQueue) -> int:
+def stats(args: argparse.Namespace, rq: QueueAdmin) -> int:
     counts = rq.counts()
     consumers = rq.consumers()
     now = rq.server_time()
@@ -58,7 +58,7 @@ def _ready_at(message: bytes | None) -> float | None:
         return None
 
 
-def consumers(args: argparse.Namespace, rq: RedisQueue) -> int:
+def consumers(args: argparse.Namespace, rq: QueueAdmin) -> int:
     found = rq.consumers()
     now = rq.server_time()
     facts = facts_view.read_facts(rq, [consumer_id for consumer_id, _, _ in found])

@@ -28,7 +28,7 @@ from gq.dashboard.security import (
     host_allowed,
 )
 from gq.errors import ConfigurationError
-from gq.redis_queue import RedisQueue, registered_queues
+from gq.redis_admin import QueueAdmin, registered_queues
 
 log = logging.getLogger("gq.dashboard")
 
@@ -86,7 +86,7 @@ class Dashboard:
         self.consumer_timeout = consumer_timeout
         self.refresh = max(2.0, refresh) if refresh else 0.0  # never a tighter poll than 2 s
         self.templates = _environment()
-        self._queues: dict[str, RedisQueue] = {}
+        self._queues: dict[str, QueueAdmin] = {}
         self.metrics_registry: Any = None  # built at the first /metrics scrape
 
     # -- WSGI ------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ class Dashboard:
         registered = registered_queues(self.client)
         return [*self.explicit, *(name for name in registered if name not in self.explicit)]
 
-    def queue(self, name: str) -> RedisQueue:
+    def queue(self, name: str) -> QueueAdmin:
         """The queue ``name``, or a 404 when Redis knows nothing of it (checked before
         anything renders, so a made-up name is never shown back)."""
         rq = self._queues.get(name) or self._handle(name)
@@ -162,15 +162,15 @@ class Dashboard:
             self._queues[name] = rq
         return rq
 
-    def handles(self, names: Iterable[str]) -> list[RedisQueue]:
+    def handles(self, names: Iterable[str]) -> list[QueueAdmin]:
         """A handle on each of ``names`` that can be one (a name without a hash tag cannot
         on a cluster)."""
         found = [self._queues.get(name) or self._handle(name) for name in names]
         return [rq for rq in found if rq is not None]
 
-    def _handle(self, name: str) -> RedisQueue | None:
+    def _handle(self, name: str) -> QueueAdmin | None:
         try:
-            return RedisQueue(self.client, name)
+            return QueueAdmin(self.client, name)
         except ConfigurationError:
             return None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from gq import job as jobs
-from gq.redis_queue import RedisQueue
+from gq.redis_admin import QueueAdmin
 
 Entry = tuple[str, float, Optional[bytes]]
 
@@ -33,7 +33,7 @@ FACT_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def summary(rq: RedisQueue, consumer_timeout: float) -> dict[str, Any]:
+def summary(rq: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
     """Counts by state, consumers alive and dead, and how long the next job has waited."""
     counts = rq.counts()
     consumers = rq.consumers()
@@ -50,7 +50,7 @@ def summary(rq: RedisQueue, consumer_timeout: float) -> dict[str, Any]:
     }
 
 
-def oldest_ready_age(rq: RedisQueue, now: float) -> float | None:
+def oldest_ready_age(rq: QueueAdmin, now: float) -> float | None:
     """Seconds the next job has been ready; None when none is, or its message has no
     ReadyAt (curlyq writes none)."""
     head = rq.oldest_ready()
@@ -63,7 +63,7 @@ def oldest_ready_age(rq: RedisQueue, now: float) -> float | None:
     return None if ready_at is None else round(max(0.0, now - ready_at), 3)
 
 
-def consumers(rq: RedisQueue, consumer_timeout: float) -> list[dict[str, Any]]:
+def consumers(rq: QueueAdmin, consumer_timeout: float) -> list[dict[str, Any]]:
     """Every registered consumer with its facts (``reported`` False when it wrote none),
     newest first."""
     found = list(reversed(rq.consumers()))
@@ -93,7 +93,7 @@ def _typed(value: Any, types: tuple[type, ...]) -> Any:
     return value if isinstance(value, types) and not isinstance(value, bool) else None
 
 
-def history(rq: RedisQueue, minutes: int) -> list[dict[str, int]]:
+def history(rq: QueueAdmin, minutes: int) -> list[dict[str, int]]:
     points = rq.history(rq.server_time(), minutes)
     return [{"minute": m, "done": done, "failed": failed} for m, done, failed in points]
 

@@ -9,7 +9,8 @@ from urllib.parse import quote
 
 from gq.dashboard import chart, model
 from gq.dashboard.http import HTTPError, Request, Response, json_response, redirect, text_response
-from gq.redis_queue import MAX_BATCH, RedisQueue
+from gq.redis_admin import QueueAdmin
+from gq.redis_base import MAX_BATCH
 
 if TYPE_CHECKING:
     from gq.dashboard.application import Dashboard
@@ -105,7 +106,7 @@ def _paging(request: Request, total: int) -> tuple[int, int]:
     return _int_arg(request, "page", 1, 1, last), per
 
 
-def _pager(rq: RedisQueue, state: str) -> Page:
+def _pager(rq: QueueAdmin, state: str) -> Page:
     return rq.dead_page if state == "dead" else rq.scheduled_page
 
 
@@ -143,13 +144,13 @@ def scheduled_action(d: Dashboard, request: Request, name: str, verb: str) -> Re
     return _after(request, name, "/scheduled", "deleted" if verb == "delete" else "ran", done)
 
 
-def _retry_dead(rq: RedisQueue) -> Operation:
+def _retry_dead(rq: QueueAdmin) -> Operation:
     # Attempts are kept, as `gq dead retry` keeps them by default: a job that fails again
     # goes straight back to dead rather than through its whole retry schedule.
     return lambda ids: rq.retry_dead([(job_id, None) for job_id in ids])
 
 
-def _apply(request: Request, rq: RedisQueue, operation: Operation, state: str) -> int | None:
+def _apply(request: Request, rq: QueueAdmin, operation: Operation, state: str) -> int | None:
     """Run ``operation`` on the posted ids, or with ``all=1`` on the whole set; the count
     done, or None when nothing was selected."""
     form = request.form()
@@ -161,7 +162,7 @@ def _apply(request: Request, rq: RedisQueue, operation: Operation, state: str) -
     return sum(operation(ids)) if ids else None
 
 
-def _apply_all(rq: RedisQueue, operation: Operation, state: str) -> int:
+def _apply_all(rq: QueueAdmin, operation: Operation, state: str) -> int:
     """Work through the set from its oldest end in batches, at most as many jobs as it held
     at the start: a retried job that dies again meanwhile cannot keep the loop going."""
     budget, done = rq.counts()[state], 0
@@ -174,7 +175,7 @@ def _apply_all(rq: RedisQueue, operation: Operation, state: str) -> int:
     return done
 
 
-def _oldest(rq: RedisQueue, state: str, count: int) -> list[model.Entry]:
+def _oldest(rq: QueueAdmin, state: str, count: int) -> list[model.Entry]:
     if state == "dead":
         return rq.dead_jobs(count, newest_first=False)
     return rq.scheduled_jobs(count)

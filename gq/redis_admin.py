@@ -1,0 +1,332 @@
+"""The operator's side of the Redis boundary (the ``gq`` command, the dashboard, the
+metrics exporter, ``gq.Queue``): counts, listings, moving and deleting jobs, and the
+observability reads. The worker's side is ``gq.redis_queue``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gq.keys import QUEUE_REGISTRY
+from gq.redis_base import RedisClient, ScriptedQueue, as_text, chunks, optional_int
+
+# The most queue names read from the registry (a bound on one SSCAN walk).
+MAX_REGISTERED_QUEUES = 10_000
+# History keys live 25 h after their last write (gq.facts.HISTORY_TTL): the hours to delete.
+HISTORY_KEEP_HOURS = 26
+
+
+class QueueAdmin(ScriptedQueue):
+    """What an operator reads and changes of queue ``name``."""
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state: ready, scheduled, due (scheduled and past their time), dead."""
+        now = self.server_time()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.llen(self.keys.active)
+        pipe.zcard(self.keys.scheduled)
+        pipe.zcount(self.keys.scheduled, "-inf", repr(now))
+        pipe.zcard(self.keys.dead)
+        ready, scheduled, due, dead = pipe.execute()
+        return {
+            "ready": int(ready),
+            "scheduled": int(scheduled),
+            "due": int(due),
+            "dead": int(dead),
+        }
+
+    def oldest_ready(self) -> tuple[str, bytes | None] | None:
+        """The id at the head of the active list (the next to run) and its message, if any."""
+        head = self.client.lindex(self.keys.active, 0)
+        if head is None:
+            return None
+        job_id = as_text(head)
+        message = self.client.hget(self.keys.data, job_id)
+        return job_id, message if message is None else bytes(message)
+
+    def consumers(self) -> list[tuple[str, float, int]]:
+        """Every registered consumer, least recently seen first:
+        (consumer id, last heartbeat in unix seconds, jobs in its in-flight set)."""
+        entries = self._scored(self.keys.consumers, -1)
+        if not entries:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for key, _ in entries:
+            pipe.scard(key)
+        sizes = pipe.execute()
+        prefix = self.keys.inflight("")
+        return [
+            (key[len(prefix) :] if key.startswith(prefix) else key, score, int(size))
+            for (key, score), size in zip(entries, sizes)
+        ]
+
+    def dead_jobs(
+        self, limit: int, *, newest_first: bool = True
+    ) -> list[tuple[str, float, bytes | None]]:
+        """Up to ``limit`` dead jobs: (id, unix time it was killed, message or None)."""
+        return self._entries(self.keys.dead, limit, newest_first)
+
+    def scheduled_jobs(self, limit: int) -> list[tuple[str, float, bytes | None]]:
+        """Up to ``limit`` scheduled jobs, soonest first: (id, unix time due, message or None)."""
+        return self._entries(self.keys.scheduled, limit, False)
+
+    def _entries(
+        self, key: str, limit: int, newest_first: bool
+    ) -> list[tuple[str, float, bytes | None]]:
+        if limit <= 0:
+            return []
+        entries = self._scored(key, limit - 1, desc=newest_first)
+        messages = self.messages([job_id for job_id, _ in entries])
+        return [(job_id, score, message) for (job_id, score), message in zip(entries, messages)]
+
+    def _scored(self, key: str, stop: int, *, desc: bool = False) -> list[tuple[str, float]]:
+        """Members 0 to ``stop`` (-1: all) of sorted set ``key``, with their scores."""
+        reply: Any = self.client.zrange(key, 0, stop, desc=desc, withscores=True)
+        return [(as_text(member), float(score)) for member, score in reply]
+
+    def retry_dead(self, entries: Sequence[tuple[str, bytes | None]]) -> list[bool]:
+        """Queue again each (id, new message or None to keep it) still in the dead set."""
+        batches = [
+            [part for job_id, message in chunk for part in (job_id, message or b"")]
+            for chunk in chunks(entries)
+        ]
+        if not batches:
+            return []
+        keys = [self.keys.dead, self.keys.data, self.keys.active, self.keys.signal]
+        return [
+            bool(flag) for reply in self._run_batches("retry_dead", keys, batches) for flag in reply
+        ]
+
+    def delete_dead(self, ids: Sequence[str]) -> list[bool]:
+        """Delete the given dead jobs and free their ids; True per id that was dead."""
+        return self._delete_from(self.keys.dead, ids)
+
+    def delete_scheduled(self, ids: Sequence[str]) -> list[bool]:
+        """Delete the given scheduled jobs and free their ids; True per id that was scheduled."""
+        return self._delete_from(self.keys.scheduled, ids)
+
+    def _delete_from(self, key: str, ids: Sequence[str]) -> list[bool]:
+        if not ids:
+            return []
+        keys = [key, self.keys.data, self.keys.recovered]
+        replies = self._run_batches("delete_jobs", keys, [list(chunk) for chunk in chunks(ids)])
+        return [bool(flag) for reply in replies for flag in reply]
+
+    def delete_queue(self) -> int:
+        """Delete every key of this queue, in-flight sets included; the count of keys deleted.
+
+        Not atomic, and it takes jobs from under running consumers: for throwaway queues
+        (``gq demo``) once their consumers have stopped.
+        """
+        k = self.keys
+        members = self.client.zrange(k.consumers, 0, -1)
+        keys = [
+            k.data,
+            k.active,
+            k.scheduled,
+            k.dead,
+            k.consumers,
+            k.signal,
+            k.recovered,
+            k.periodic,
+            k.periodic_rules,
+            k.periodic_enqueued,
+            *(as_text(member) for member in members),
+            *self._observability_keys([as_text(member) for member in members]),
+        ]
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:  # one key per call: a cluster may hold them on different slots
+            pipe.delete(key)
+        pipe.srem(QUEUE_REGISTRY, k.name)
+        return sum(int(n) for n in pipe.execute()[:-1])
+
+    def exists(self) -> bool:
+        """Whether Redis holds anything of this queue: jobs, or a registered consumer."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        for key in (k.data, k.active, k.scheduled, k.dead, k.consumers):
+            pipe.exists(key)  # one key per call: a cluster client routes each by its key
+        return any(int(n) for n in pipe.execute())
+
+    def dead_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
+        """Dead jobs from ``offset``, newest first: (id, killed at, message or None)."""
+        return self._page(self.keys.dead, offset, count, desc=True)
+
+    def scheduled_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
+        """Scheduled jobs from ``offset``, soonest first: (id, due at, message or None)."""
+        return self._page(self.keys.scheduled, offset, count, desc=False)
+
+    def _page(
+        self, key: str, offset: int, count: int, *, desc: bool
+    ) -> list[tuple[str, float, bytes | None]]:
+        if count <= 0 or offset < 0:
+            return []
+        reply: Any = self.client.zrange(key, offset, offset + count - 1, desc=desc, withscores=True)
+        entries = [(as_text(member), float(score)) for member, score in reply]
+        messages = self.messages([job_id for job_id, _ in entries])
+        return [(job_id, score, message) for (job_id, score), message in zip(entries, messages)]
+
+    def run_scheduled(self, ids: Sequence[str]) -> list[bool]:
+        """Move the given scheduled jobs to the tail of the queue now; True per id moved.
+
+        retry_dead.lua moves ids from whichever sorted set it is given to the tail of the
+        active list, atomically: run on the scheduled set, it is exactly "run now".
+        """
+        batches = [[part for job_id in chunk for part in (job_id, b"")] for chunk in chunks(ids)]
+        if not batches:
+            return []
+        keys = [self.keys.scheduled, self.keys.data, self.keys.active, self.keys.signal]
+        replies = self._run_batches("retry_dead", keys, batches)
+        return [bool(flag) for reply in replies for flag in reply]
+
+    def consumer_facts(self, consumer_ids: Sequence[str]) -> list[dict[str, Any] | None]:
+        """The facts each consumer wrote with its heartbeat; None where there are none
+        (expired, a curlyq consumer, or not JSON)."""
+        if not consumer_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for consumer_id in consumer_ids:
+            pipe.get(self.keys.facts(consumer_id))
+        return [_json_object(raw) for raw in pipe.execute()]
+
+    def history(self, now: float, minutes: int = 60) -> list[tuple[int, int, int]]:
+        """(minute start, done, failed) for the ``minutes`` minutes up to the one holding
+        ``now`` (unix seconds), oldest first; one round trip over the hour keys involved."""
+        last = int(now // 60) * 60
+        starts = [last - 60 * back for back in range(minutes - 1, -1, -1)]
+        hours: dict[int, list[int]] = {}
+        for minute in starts:
+            hours.setdefault(minute - minute % 3600, []).append(minute)
+        plan = [
+            (hour, [f"{kind}:{m}" for kind in ("done", "failed") for m in in_hour])
+            for hour, in_hour in hours.items()
+        ]
+        pipe = self.client.pipeline(transaction=False)
+        for hour, fields in plan:
+            pipe.hmget(self.keys.history(hour), fields)
+        counts: dict[str, int] = {}
+        for (_, fields), values in zip(plan, pipe.execute()):
+            counts.update((f, _count(v)) for f, v in zip(fields, values))
+        return [(m, counts.get(f"done:{m}", 0), counts.get(f"failed:{m}", 0)) for m in starts]
+
+    def periodic_state(self) -> dict[str, tuple[str | None, int | None, int | None]]:
+        """Each periodic schedule this queue knows: name -> (rule text, cursor, last enqueued)."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        for key in (k.periodic_rules, k.periodic, k.periodic_enqueued):
+            pipe.hgetall(key)
+        rules, cursors, enqueued = (
+            {as_text(name): as_text(value) for name, value in reply.items()}
+            for reply in pipe.execute()
+        )
+        return {
+            name: (
+                rules.get(name),
+                optional_int(cursors.get(name)),
+                optional_int(enqueued.get(name)),
+            )
+            for name in sorted({*rules, *cursors, *enqueued})
+        }
+
+    def delete_periodic(self, names: Sequence[str]) -> int:
+        """Forget periodic schedules (a consumer that still has one starts it afresh);
+        the count of names that were known."""
+        if not names:
+            return 0
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        for key in (k.periodic, k.periodic_rules, k.periodic_enqueued):
+            pipe.hdel(key, *names)
+        return max(int(n) for n in pipe.execute())
+
+    def _observability_keys(self, inflight_keys: Sequence[str]) -> list[str]:
+        """The facts of the given consumers and the history keys that may still live."""
+        prefix = self.keys.inflight("")
+        ids = [key[len(prefix) :] for key in inflight_keys if key.startswith(prefix)]
+        hour = int(time.time()) // 3600 * 3600
+        hours = range(hour - HISTORY_KEEP_HOURS * 3600, hour + 7200, 3600)  # skew both ways
+        return [*map(self.keys.facts, ids), *map(self.keys.history, hours)]
+
+    def facts(self, consumer_ids: Sequence[str]) -> list[bytes | None]:
+        """The stored facts (JSON) of each consumer, None where there are none."""
+        if not consumer_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for consumer_id in consumer_ids:
+            pipe.get(self.keys.facts(consumer_id))
+        return [None if value is None else bytes(value) for value in pipe.execute()]
+
+    def history_fields(self, hours: Sequence[int]) -> dict[str, int]:
+        """The per-minute fields (``done:<minute>``, ``failed:<minute>``) of the given hours."""
+        pipe = self.client.pipeline(transaction=False)
+        for hour in hours:
+            pipe.hgetall(self.keys.history(hour))
+        merged: dict[str, int] = {}
+        for reply in pipe.execute():
+            merged.update({as_text(field): int(value) for field, value in reply.items()})
+        return merged
+
+    def gauges(self, consumer_timeout: float) -> QueueGauges:
+        """The queue-wide numbers of a metrics scrape, in one atomic round trip."""
+        k = self.keys
+        keys = [k.active, k.scheduled, k.dead, k.data, k.consumers]
+        reply = self._run("gauges", keys, [repr(float(consumer_timeout))])
+        ready, scheduled, dead, stored, consumers, alive = (int(n) for n in reply[:6])
+        return QueueGauges(
+            ready=ready,
+            scheduled=scheduled,
+            dead=dead,
+            # A job in transition between two sets can make this dip for one scrape.
+            inflight=max(0, stored - ready - scheduled - dead),
+            consumers_alive=alive,
+            consumers_dead=consumers - alive,
+            head=bytes(reply[6]) if reply[6] else None,
+            now=float(reply[7]),
+        )
+
+
+@dataclass(frozen=True)
+class QueueGauges:
+    """What ``RedisQueue.gauges`` reads: job counts per state, consumers alive and dead,
+    the oldest ready job's message, and the server's time."""
+
+    ready: int
+    scheduled: int
+    dead: int
+    inflight: int
+    consumers_alive: int
+    consumers_dead: int
+    head: bytes | None
+    now: float
+
+
+def registered_queues(client: RedisClient, limit: int = MAX_REGISTERED_QUEUES) -> list[str]:
+    """The queue names in the registry (``gq:queues``), sorted; at most ``limit`` of them,
+    read with SSCAN so that a huge registry cannot block Redis."""
+    names: set[str] = set()
+    for member in client.sscan_iter(QUEUE_REGISTRY, count=1000):
+        names.add(as_text(member))
+        if len(names) >= limit:
+            break
+    return sorted(names)
+
+
+def _json_object(raw: Any) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _count(raw: Any) -> int:
+    try:
+        return max(0, int(raw)) if raw is not None else 0
+    except ValueError:
+        return 0

@@ -1,0 +1,49 @@
+"""The asyncio producer's side of the Redis boundary, for ``gq.aio``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gq import scripts
+from gq.keys import QueueKeys
+from gq.redis_base import check_client, flags, full_queue_errors, push_batches, schedule_batches
+
+
+class AsyncRedisQueue:
+    """The producer's half of ``RedisQueue`` on a ``redis.asyncio`` client, for ``gq.aio``:
+    the same scripts, keys, arguments and replies, awaited."""
+
+    def __init__(self, client: Any, name: str) -> None:
+        self.cluster = check_client(client, name)
+        self.client: Any = client
+        self.keys = QueueKeys(name)
+        self._scripts: dict[str, Any] = {
+            name: client.register_script(scripts.source(name)) for name in ("push", "schedule")
+        }
+
+    async def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
+        """``RedisQueue.push``, awaited."""
+        keys = [self.keys.data, self.keys.active, self.keys.signal]
+        with full_queue_errors():
+            return flags(await self._run_batches("push", keys, push_batches(messages)))
+
+    async def schedule(
+        self, entries: Sequence[tuple[str, bytes, float]], *, relative: bool
+    ) -> list[bool]:
+        """``RedisQueue.schedule``, awaited."""
+        keys = [self.keys.data, self.keys.scheduled]
+        batches = schedule_batches(entries, relative)
+        with full_queue_errors():
+            return flags(await self._run_batches("schedule", keys, batches))
+
+    async def _run_batches(self, name: str, keys: list[str], batches: list[list[Any]]) -> list[Any]:
+        """As ``RedisQueue._run_batches``: several calls go in one pipeline, except on a
+        cluster, whose pipeline cannot run scripts."""
+        script = self._scripts[name]
+        if len(batches) == 1 or self.cluster:
+            return [await script(keys=keys, args=args) for args in batches]
+        pipe = self.client.pipeline(transaction=False)
+        for args in batches:
+            await script(keys=keys, args=args, client=pipe)
+        return list(await pipe.execute())
