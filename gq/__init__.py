@@ -13,12 +13,14 @@ if TYPE_CHECKING:
         ConfigurationError,
         GQError,
         JobAlreadyExistsError,
+        JobCancelled,
         JobTimeout,
         KillJobError,
         MaxBackoffExceededError,
         MessageTooLargeError,
         PermissionDeniedError,
         QueueFullError,
+        RateLimited,
         RetryJobError,
         ShutdownTimeoutError,
     )
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from gq.options import ConsumerOptions
     from gq.periodic import Periodic
     from gq.producer import Producer
+    from gq.queue import Queue
 
 __version__ = "0.1.0"
 
@@ -37,6 +40,7 @@ __all__ = [
     "GQError",
     "Job",
     "JobAlreadyExistsError",
+    "JobCancelled",
     "JobTimeout",
     "KillJobError",
     "MaxBackoffExceededError",
@@ -44,7 +48,9 @@ __all__ = [
     "PermissionDeniedError",
     "Periodic",
     "Producer",
+    "Queue",
     "QueueFullError",
+    "RateLimited",
     "RetryJobError",
     "ShutdownTimeoutError",
 ]
@@ -57,6 +63,7 @@ _MODULES = {
     "Job": "gq.job",
     "ConsumerOptions": "gq.options",
     "Periodic": "gq.periodic",
+    "Queue": "gq.queue",
 }
 
 

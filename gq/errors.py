@@ -93,6 +93,32 @@ class JobTimeout(BaseException):
         super().__init__(f"job ran past its {seconds:g} s timeout" if seconds else "job timed out")
 
 
+class JobCancelled(BaseException):
+    """Raised inside a handler whose job was cancelled (``gq.Queue.cancel``, ``gq cancel``)
+    while it ran; the job is then acknowledged, not retried.
+
+    A ``BaseException``, like ``JobTimeout``, so that a handler's ``except Exception``
+    cannot swallow it; a handler may catch it to clean up, and should re-raise it.
+    """
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} was cancelled")
+
+
+class RateLimited(Exception):
+    """Raised by a handler whose service said "slow down" (HTTP 429, a quota): the job goes
+    back to the queue ``after`` seconds from now without an attempt charged, and the whole
+    queue fetches nothing for ``after`` seconds, on every consumer (SPEC section 9).
+    """
+
+    def __init__(self, after: float, reason: str = "") -> None:
+        if not after > 0:
+            raise ValueError(f"RateLimited(after=...) needs a positive delay, not {after!r}")
+        self.after = float(after)
+        super().__init__(reason or f"rate limited: queue held back for {after:g} s")
+
+
 class MessageTooLargeError(ConfigurationError):
     """A job's encoded message is larger than the producer's ``max_message_bytes``.
 

@@ -55,6 +55,34 @@ class QueueKeys:
         """gq's own key: periodic schedule name -> the last occurrence enqueued."""
         return f"{self.name}:periodic:enqueued"
 
+    # -- flow control (SPEC section 9, gq/scripts/lib/flow.lua) --------------------------
+
+    @property
+    def flow(self) -> str:
+        """gq's own key: the queue's flow settings (paused, rate, period, concurrency) and
+        the time until which a handler's RateLimited holds it back."""
+        return f"{self.name}:flow"
+
+    @property
+    def held(self) -> str:
+        """gq's own key: in-flight set key -> its size, for the concurrency limit."""
+        return f"{self.name}:held"
+
+    @property
+    def rate(self) -> str:
+        """gq's own key: the rate limit's state (GCRA's next start time, server ms)."""
+        return f"{self.name}:rate"
+
+    @property
+    def cancelled(self) -> str:
+        """gq's own key: id -> when a cancel was asked for a job that was in flight."""
+        return f"{self.name}:cancelled"
+
+    @property
+    def push_keys(self) -> list[str]:
+        """The keys of push.lua, for the blocking and the asyncio producer alike."""
+        return [self.data, self.active, self.signal, self.flow]
+
     def inflight(self, consumer_id: str) -> str:
         return f"{self.name}:inflight:{consumer_id}"
 

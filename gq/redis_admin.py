@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gq.keys import QUEUE_REGISTRY
-from gq.redis_base import RedisClient, ScriptedQueue, as_text, chunks, optional_int
+from gq.redis_base import RedisClient, RedisPipeline, ScriptedQueue, as_text, chunks, optional_int
 
 # The most queue names read from the registry (a bound on one SSCAN walk).
 MAX_REGISTERED_QUEUES = 10_000
@@ -22,6 +22,65 @@ HISTORY_KEEP_HOURS = 26
 
 class QueueAdmin(ScriptedQueue):
     """What an operator reads and changes of queue ``name``."""
+
+    # -- flow control (SPEC section 9; the keys are read by fetch.lua) ---------------------
+
+    def flow(self) -> FlowState:
+        """The queue's flow settings and how many jobs gq consumers hold, in one round trip."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(k.flow, ["paused", "rate", "period", "concurrency", "hold_until"])
+        pipe.hvals(k.held)
+        pipe.time()
+        (paused, rate, period, concurrency, hold), held, (seconds, micros) = pipe.execute()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        return FlowState(
+            paused=paused == b"1",
+            rate=None if rate is None else (int(rate), int(period) / 1000),
+            concurrency=None if concurrency is None else int(concurrency),
+            held=sum(int(n) for n in held),
+            held_back=max(0.0, (int(hold) - now_ms) / 1000) if hold is not None else 0.0,
+        )
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause (consumers fetch nothing; running jobs finish) or resume, waking every
+        consumer at once: fetch.lua cleared the signal they wait on while paused."""
+        pipe = self.client.pipeline(transaction=False)
+        if paused:
+            pipe.hset(self.keys.flow, "paused", "1")
+        else:
+            pipe.hdel(self.keys.flow, "paused")
+            self._raise_signal(pipe)
+        pipe.execute()
+
+    def set_limits(self, changes: Mapping[str, int | None]) -> None:
+        """Set (a number) or clear (None) the given settings among "rate", "period" (ms)
+        and "concurrency". Consumers are woken: a limit may have grown."""
+        given = {name: value for name, value in changes.items() if value is not None}
+        cleared = [name for name, value in changes.items() if value is None]
+        pipe = self.client.pipeline(transaction=False)
+        if given:
+            pipe.hset(self.keys.flow, mapping=given)
+        if cleared:
+            pipe.hdel(self.keys.flow, *cleared)
+        if "rate" in changes:
+            pipe.delete(self.keys.rate)  # a new rate starts afresh
+        self._raise_signal(pipe)
+        pipe.execute()
+
+    def _raise_signal(self, pipe: RedisPipeline) -> None:
+        pipe.delete(self.keys.signal)
+        pipe.lpush(self.keys.signal, "1")
+
+    def cancel(self, ids: Sequence[str]) -> list[str]:
+        """Cancel each job: "removed" (it was ready or scheduled), "requested" (in flight:
+        its consumer interrupts it within a second) or "" (unknown, or dead)."""
+        if not ids:
+            return []
+        k = self.keys
+        keys = [k.active, k.scheduled, k.dead, k.data, k.recovered, k.cancelled]
+        replies = self._run_batches("cancel", keys, [list(chunk) for chunk in chunks(ids)])
+        return [as_text(outcome) for reply in replies for outcome in reply]
 
     def counts(self) -> dict[str, int]:
         """Jobs per state: ready, scheduled, due (scheduled and past their time), dead."""
@@ -287,6 +346,18 @@ class QueueAdmin(ScriptedQueue):
             head=bytes(reply[6]) if reply[6] else None,
             now=float(reply[7]),
         )
+
+
+@dataclass(frozen=True)
+class FlowState:
+    """What ``QueueAdmin.flow`` reads: the settings, the jobs held by gq consumers (what a
+    concurrency limit counts) and the seconds a handler's RateLimited still holds back."""
+
+    paused: bool
+    rate: tuple[int, float] | None  # (jobs, per seconds)
+    concurrency: int | None
+    held: int
+    held_back: float
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ class AsyncRedisQueue:
 
     async def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
         """``RedisQueue.push``, awaited."""
-        keys = [self.keys.data, self.keys.active, self.keys.signal]
+        keys = self.keys.push_keys
         with full_queue_errors():
             return flags(await self._run_batches("push", keys, push_batches(messages)))
 

@@ -32,17 +32,31 @@ from gq.redis_base import (
 EMBEDDED_POLL = 0.01
 # How often a consumer looks for jobs while Redis refuses the blocking wait (maxmemory).
 OOM_POLL = 0.5
+# How long a cancel request for a job in flight is kept (s): its consumer reads it within
+# a second; one that never comes back had its jobs recovered, and recover.lua drops them.
+CANCEL_KEEP = 3600
 # Dead jobs trimmed per script call at most (TRIM_BATCH in scripts/lib/dead.lua).
 DEAD_TRIM_BATCH = 100
 
 
 # Optional, not `bytes | None`: a base class is evaluated at run time (Python 3.9).
 class Fetched(list[tuple[str, Optional[bytes]]]):
-    """The (id, message or None) pairs of one fetch, and whether it concerns a suspect job."""
+    """The (id, message or None) pairs of one fetch, with what the fetch script said of it
+    (fetch.lua): ``state`` is "ok", "suspect" (a suspect job, alone), "isolate" (a suspect
+    waits for this consumer to be idle), "paused", "full" (the concurrency limit is reached)
+    or "wait" (the rate limit or a RateLimited hold: fetch again in ``wait`` seconds)."""
 
-    def __init__(self, pairs: Iterable[tuple[str, bytes | None]], suspect: bool) -> None:
+    def __init__(
+        self, pairs: Iterable[tuple[str, bytes | None]], state: str = "ok", wait: float = 0.0
+    ) -> None:
         super().__init__(pairs)
-        self.suspect = suspect
+        self.state = state
+        self.wait = wait
+
+    @property
+    def suspect(self) -> bool:
+        """A suspect is in the batch, or, in an empty batch, waits for an idle consumer."""
+        return self.state in ("suspect", "isolate")
 
 
 class RedisQueue(ScriptedQueue):
@@ -51,9 +65,7 @@ class RedisQueue(ScriptedQueue):
     def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
         """Store and queue each (id, message) whose id is new; True where stored."""
         with full_queue_errors():
-            replies = self._run_batches(
-                "push", [self.keys.data, self.keys.active, self.keys.signal], push_batches(messages)
-            )
+            replies = self._run_batches("push", self.keys.push_keys, push_batches(messages))
         return flags(replies)
 
     def schedule(
@@ -76,7 +88,8 @@ class RedisQueue(ScriptedQueue):
     def deregister(self, consumer_id: str) -> bool:
         """Leave the consumers set after a clean stop, unless jobs are still in flight."""
         inflight = self.keys.inflight(consumer_id)
-        return bool(self._run("deregister", [self.keys.consumers, inflight], [inflight]))
+        keys = [self.keys.consumers, inflight, self.keys.held]
+        return bool(self._run("deregister", keys, [inflight]))
 
     def wait_for_signal(self, timeout: float) -> bool:
         """Block until the queue may have jobs (True) or ``timeout`` seconds pass (False).
@@ -117,27 +130,44 @@ class RedisQueue(ScriptedQueue):
         inflight = k.inflight(consumer_id)
         reply = self._run(
             "fetch",
-            [k.consumers, k.active, inflight, k.data, k.signal, k.recovered],
+            [
+                k.consumers,
+                k.active,
+                inflight,
+                k.data,
+                k.signal,
+                k.recovered,
+                k.flow,
+                k.held,
+                k.rate,
+            ],
             [inflight, min(count, MAX_BATCH), "1" if idle else "0"],
         )
-        suspect = len(reply) % 2 == 1  # a trailing "suspect" marker
-        pairs = len(reply) - 1 if suspect else len(reply)
-        return Fetched(((as_text(reply[i]), reply[i + 1]) for i in range(0, pairs, 2)), suspect)
+        pairs = ((as_text(reply[i]), reply[i + 1]) for i in range(2, len(reply), 2))
+        return Fetched(pairs, as_text(reply[0]), int(reply[1]) / 1000)
 
     def ack(self, consumer_id: str, ids: Sequence[str]) -> list[bool]:
         """Acknowledge the jobs this consumer owns: True per id acknowledged, False if not owned."""
-        keys = [self.keys.inflight(consumer_id), self.keys.data, self.keys.recovered]
+        k = self.keys
+        keys = [
+            k.inflight(consumer_id), k.data, k.recovered, k.held, k.flow, k.active, k.signal,
+            k.cancelled,
+        ]  # fmt: skip
         replies = self._run_batches("ack", keys, [list(chunk) for chunk in chunks(ids)])
         return [bool(flag) for reply in replies for flag in reply]
 
-    def retry(self, consumer_id: str, job_id: str, message: bytes, delay: float) -> bool:
+    def retry(
+        self, consumer_id: str, job_id: str, message: bytes, delay: float, *, hold: float = 0
+    ) -> bool:
+        """Schedule an owned job again ``delay`` seconds from now with ``message``; with
+        ``hold``, the whole queue also fetches nothing for that many seconds (RateLimited)."""
+        k = self.keys
         keys = [
-            self.keys.inflight(consumer_id),
-            self.keys.scheduled,
-            self.keys.data,
-            self.keys.recovered,
-        ]
-        return bool(self._run("retry", keys, [job_id, message, repr(float(delay))]))
+            k.inflight(consumer_id), k.scheduled, k.data, k.recovered, k.held, k.flow, k.active,
+            k.signal,
+        ]  # fmt: skip
+        args = [job_id, message, repr(float(delay)), repr(float(hold))]
+        return bool(self._run("retry", keys, args))
 
     def kill(
         self,
@@ -149,24 +179,23 @@ class RedisQueue(ScriptedQueue):
         dead_max_age: float,
     ) -> bool:
         """Move an owned job to dead; ``message=None`` keeps the stored (undecodable) one."""
+        k = self.keys
         keys = [
-            self.keys.inflight(consumer_id),
-            self.keys.dead,
-            self.keys.data,
-            self.keys.recovered,
-        ]
+            k.inflight(consumer_id), k.dead, k.data, k.recovered, k.held, k.flow, k.active,
+            k.signal,
+        ]  # fmt: skip
         args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
         return bool(self._run("kill", keys, args))
 
     def requeue(self, consumer_id: str, ids: Sequence[str]) -> int:
         """Put owned, never-started jobs back at the head of the queue, in order."""
-        keys = [self.keys.inflight(consumer_id), self.keys.active, self.keys.signal]
+        keys = [self.keys.inflight(consumer_id), self.keys.active, self.keys.signal, self.keys.held]
         # Later batches go back first so that the whole sequence keeps its order.
         batches = [list(chunk) for chunk in reversed(chunks(ids))]
         return sum(int(n) for n in self._run_batches("requeue", keys, batches)) if ids else 0
 
     def enqueue_due(self, limit: int) -> int:
-        keys = [self.keys.scheduled, self.keys.active, self.keys.signal]
+        keys = [self.keys.scheduled, self.keys.active, self.keys.signal, self.keys.flow]
         return int(self._run("enqueue_due", keys, [limit]))
 
     def expired_consumers(self, timeout: float, limit: int) -> list[str]:
@@ -189,7 +218,10 @@ class RedisQueue(ScriptedQueue):
         if not inflight_keys:
             return 0
         k = self.keys
-        keys = [k.consumers, k.active, k.data, k.dead, k.signal, k.recovered, *inflight_keys]
+        keys = [
+            k.consumers, k.active, k.data, k.dead, k.signal, k.recovered, k.held, k.cancelled,
+            *inflight_keys,
+        ]  # fmt: skip
         args = [
             repr(float(timeout)),
             max_jobs,
@@ -211,8 +243,8 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         reply = self._run(
             "tidy",
-            [k.dead, k.data, k.recovered],
-            [dead_max_jobs, repr(float(dead_max_age)), cursor, count],
+            [k.dead, k.data, k.recovered, k.held, k.consumers, k.cancelled],
+            [dead_max_jobs, repr(float(dead_max_age)), cursor, count, CANCEL_KEEP],
         )
         return as_text(reply[0]), int(reply[1]), int(reply[2])
 

@@ -31,6 +31,7 @@ NAMES = (
     "tidy",
     "periodic",
     "gauges",
+    "cancel",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)

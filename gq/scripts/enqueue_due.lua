@@ -1,7 +1,9 @@
--- include: time, chunk, oom, types
+-- include: time, chunk, oom, types, flow
 -- enqueue due: move up to n ids whose time has come (by the server's TIME) from the
--- scheduled set to the tail of the active list, oldest first; raise the signal if any moved.
+-- scheduled set to the tail of the active list, oldest first; raise the signal if any moved
+-- (unless the queue is paused).
 -- KEYS[1] scheduled sorted set   KEYS[2] active list   KEYS[3] signal list
+-- KEYS[4] flow settings hash
 -- ARGV[1] n, the most ids to move (scheduler_max_jobs)
 -- Returns the number of ids moved.
 check_types({KEYS[1], 'zset', KEYS[2], 'list'})
@@ -10,5 +12,5 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', server_now(), 'LIMIT', 
 if #ids == 0 then return 0 end
 call_chunked('RPUSH', KEYS[2], ids)
 call_chunked('ZREM', KEYS[1], ids)
-raise_signal(KEYS[3])
+raise_signal_unless_paused(KEYS[4], KEYS[3])
 return #ids

@@ -1,15 +1,18 @@
--- include: time, dead, types
+-- include: time, dead, chunk, types, flow
 -- kill: if this consumer owns the job, move it to the dead set (scored now), store its
 -- updated message, then trim the dead set to its bounds.
 -- KEYS[1] in-flight set   KEYS[2] dead sorted set   KEYS[3] data hash   KEYS[4] recovered hash
+-- KEYS[5] held hash   KEYS[6] flow settings hash   KEYS[7] active list   KEYS[8] signal list
 -- ARGV[1] id   ARGV[2] updated message, or "" to keep the stored one (undecodable messages)
 -- ARGV[3] dead_max_jobs   ARGV[4] dead_max_age in seconds
 -- Returns 1 if killed, 0 if this consumer does not own the job (nothing changed).
-check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash'})
+check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'hash'})
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 local now = server_now()
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 redis.call('HDEL', KEYS[4], ARGV[1])
 trim_dead(KEYS[2], KEYS[3], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
+note_held(KEYS[5], KEYS[1])
+wake_after_release(KEYS[6], KEYS[7], KEYS[8])
 return 1

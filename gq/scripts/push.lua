@@ -1,6 +1,7 @@
--- include: chunk, types
--- push: store each job whose id is new, append it to the active list, raise the signal.
--- KEYS[1] data hash   KEYS[2] active list   KEYS[3] signal list
+-- include: chunk, types, flow
+-- push: store each job whose id is new, append it to the active list, raise the signal
+-- (unless the queue is paused: resuming raises it).
+-- KEYS[1] data hash   KEYS[2] active list   KEYS[3] signal list   KEYS[4] flow settings hash
 -- ARGV    id1, message1, id2, message2, ...  (the caller sends at most 1000 pairs per call)
 -- Returns an array with one integer per job, in order: 1 stored and queued, 0 the id exists.
 -- Safe to replay: a replayed push finds its ids taken and changes nothing.
@@ -17,6 +18,6 @@ for i = 1, #ARGV, 2 do
 end
 if #queued > 0 then
   call_chunked('RPUSH', KEYS[2], queued)
-  raise_signal(KEYS[3])
+  raise_signal_unless_paused(KEYS[4], KEYS[3])
 end
 return results

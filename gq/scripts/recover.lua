@@ -1,4 +1,4 @@
--- include: time, chunk, dead, types, recovery
+-- include: time, chunk, dead, types, recovery, flow
 -- recover orphans (step 2): for each given consumer that is still expired, oldest first,
 -- move its in-flight ids back to the active list, at most max_jobs in all, counting each
 -- recovery in the recovered hash. A job recovered more than max_recoveries times in a row
@@ -6,9 +6,12 @@
 -- suspect in (lib/recovery.lua: it ran alone, so the crash was its own): a job that crashed
 -- among others is queued again, as a suspect, and never charged for a neighbour. A consumer
 -- whose set ran empty is dropped from the consumers set. Raises the signal if anything was
--- queued.
+-- queued. A job cancelled while it was in flight (the cancelled set) is deleted, not
+-- queued. The held hash is brought in line with each set it took from, so a crash never
+-- keeps capacity of a concurrency limit.
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] data hash   KEYS[4] dead sorted set
--- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7..] in-flight sets of expired consumers
+-- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7] held hash   KEYS[8] cancelled sorted set
+-- KEYS[9..] in-flight sets of expired consumers
 -- ARGV[1] timeout in seconds   ARGV[2] max_jobs   ARGV[3] max_recoveries
 -- ARGV[4] the calling consumer's own in-flight key (never recovered)
 -- ARGV[5] dead_max_jobs   ARGV[6] dead_max_age in seconds
@@ -18,10 +21,12 @@ local cutoff = now - tonumber(ARGV[1])
 local max_jobs = tonumber(ARGV[2])
 local max_recoveries = tonumber(ARGV[3])
 
-check_types({KEYS[2], 'list', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[6], 'hash'})
+check_types({KEYS[2], 'list', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[6], 'hash', KEYS[7], 'hash',
+             KEYS[8], 'zset'})
 
 local moved, killed = 0, 0
-for k = 7, #KEYS do
+local cancels = redis.call('EXISTS', KEYS[8]) == 1
+for k = 9, #KEYS do
   if moved >= max_jobs then break end
   local key = KEYS[k]
   local score = redis.call('ZSCORE', KEYS[1], key)
@@ -35,7 +40,10 @@ for k = 7, #KEYS do
     local queued = {}
     for _, id in ipairs(ids) do
       local message = redis.call('HGET', KEYS[3], id)
-      if message then
+      if message and cancels and redis.call('ZREM', KEYS[8], id) == 1 then
+        redis.call('HDEL', KEYS[3], id)
+        redis.call('HDEL', KEYS[6], id)
+      elseif message then
         local before = tonumber(redis.call('HGET', KEYS[6], id)) or 0
         if redis.call('HINCRBY', KEYS[6], id, 1) > max_recoveries and before >= SUSPECT then
           redis.call('ZADD', KEYS[4], now, id)
@@ -52,6 +60,7 @@ for k = 7, #KEYS do
     if #queued > 0 then raise_signal(KEYS[5]) end
     moved = moved + #ids
     if #ids < wanted then redis.call('ZREM', KEYS[1], key) end
+    note_held(KEYS[7], key)
   end
 end
 if killed > 0 then trim_dead(KEYS[4], KEYS[3], now, tonumber(ARGV[5]), tonumber(ARGV[6])) end

@@ -2,14 +2,26 @@
 -- tidy (custodian, every pass): trim the dead set by age and size even when nothing dies, and
 -- drop recovery counts whose job no longer exists (curlyq's ack does not know the recovered
 -- hash, so in a mixed fleet its entries would leak and a reused id would inherit an old
--- count). The recovered hash is walked with HSCAN, a bounded step per call.
--- KEYS[1] dead sorted set   KEYS[2] data hash   KEYS[3] recovered hash
+-- count). The recovered hash is walked with HSCAN, a bounded step per call. Also drops the
+-- held counts of consumers no longer registered (a curlyq custodian recovered them, or they
+-- were reaped), so that no concurrency capacity leaks, and cancel requests older than
+-- ARGV[5] seconds (their job was never seen again).
+-- KEYS[1] dead sorted set   KEYS[2] data hash   KEYS[3] recovered hash   KEYS[4] held hash
+-- KEYS[5] consumers sorted set   KEYS[6] cancelled sorted set
 -- ARGV[1] dead_max_jobs   ARGV[2] dead_max_age in seconds
 -- ARGV[3] HSCAN cursor of the recovered hash ("0" starts a walk)   ARGV[4] HSCAN COUNT
+-- ARGV[5] how long a cancel request is kept, in seconds
 -- Returns {next cursor ("0" when the walk is complete), dead jobs trimmed, counts dropped}.
-check_types({KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'hash'})
+check_types({KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[6], 'zset'})
 local before = redis.call('ZCARD', KEYS[1])
-trim_dead(KEYS[1], KEYS[2], server_now(), tonumber(ARGV[1]), tonumber(ARGV[2]))
+local now = server_now()
+trim_dead(KEYS[1], KEYS[2], now, tonumber(ARGV[1]), tonumber(ARGV[2]))
+-- One field per gq consumer: a walk of the whole hash is bounded by the fleet's size.
+local held = redis.call('HKEYS', KEYS[4])
+for _, key in ipairs(held) do
+  if not redis.call('ZSCORE', KEYS[5], key) then redis.call('HDEL', KEYS[4], key) end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[5]))
 local trimmed = before - redis.call('ZCARD', KEYS[1])
 local page = redis.call('HSCAN', KEYS[3], ARGV[3], 'COUNT', tonumber(ARGV[4]))
 local entries = page[2]

@@ -1,0 +1,165 @@
+"""``gq.Queue``: an operator's handle on one queue (SPEC section 9): pause and resume it,
+set its global rate and concurrency limits, cancel jobs, read its numbers.
+
+The settings live in Redis (gq's own keys, gq/keys.py), so every consumer and every
+operator sees the same ones and a change takes effect at the consumers' next fetch,
+without a restart. curlyq consumers on the same queue do not know them.
+
+    q = gq.Queue("emails", url="redis://localhost:6379/0")
+    q.set_limits(rate=(100, 1.0), concurrency=20)   # 100 starts per second, 20 at once
+    q.pause(); q.resume()
+    q.cancel("id1", "id2")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gq import job as jobs
+from gq._config import resolve_client
+from gq.errors import ConfigurationError
+from gq.redis_admin import FlowState, QueueAdmin
+
+# A consumer is dead once silent for heartbeat_poll_interval + custodian_consumer_timeout,
+# 60 + 60 seconds by default.
+DEFAULT_CONSUMER_TIMEOUT = 120.0
+
+Rate = tuple[int, float]
+
+
+class _Unchanged:
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+#: ``set_limits``' default for a limit it leaves as it is.
+UNCHANGED: Any = _Unchanged()
+
+
+class Queue:
+    """Queue ``name`` on ``url`` or an existing ``client`` (redis-py, decode_responses=False)."""
+
+    def __init__(self, name: str, url: str | None = None, *, client: Any = None) -> None:
+        self.name = name
+        self._admin = QueueAdmin(resolve_client(url, client), name)
+
+    def __repr__(self) -> str:
+        return f"gq.Queue({self.name!r})"
+
+    # -- pause -----------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Consumers fetch nothing from now on; the jobs they run or hold finish."""
+        self._admin.set_paused(True)
+
+    def resume(self) -> None:
+        """Consumers fetch again, woken at once."""
+        self._admin.set_paused(False)
+
+    @property
+    def paused(self) -> bool:
+        return self._admin.flow().paused
+
+    # -- limits ----------------------------------------------------------------------------
+
+    def set_limits(
+        self,
+        rate: Rate | None = UNCHANGED,
+        concurrency: int | None = UNCHANGED,
+    ) -> None:
+        """Set the queue-wide limits over all gq consumers: ``rate=(n, seconds)``, at most n
+        jobs started per that many seconds; ``concurrency=n``, at most n jobs held (buffered
+        or running) at once. ``None`` removes a limit; a limit not given is left as it is."""
+        changes: dict[str, int | None] = {}
+        if rate is not UNCHANGED:
+            count, period_ms = _checked_rate(rate)
+            changes.update(rate=count, period=period_ms)
+        if concurrency is not UNCHANGED:
+            changes["concurrency"] = _checked_concurrency(concurrency)
+        if changes:
+            self._admin.set_limits(changes)
+
+    def limits(self) -> dict[str, Rate | int | None]:
+        """``{"rate": (n, seconds) or None, "concurrency": n or None}``."""
+        flow = self._admin.flow()
+        return {"rate": flow.rate, "concurrency": flow.concurrency}
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def cancel(self, *ids: str) -> int:
+        """Cancel jobs by id; how many were found. A ready or scheduled job is removed and
+        its id freed; a running one has its handler interrupted with ``gq.JobCancelled``
+        within a second and is acknowledged, not retried. Unknown and dead ids are not an
+        error: they are not counted."""
+        return sum(1 for outcome in self._admin.cancel(list(ids)) if outcome)
+
+    def stats(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> dict[str, Any]:
+        """What ``gq stats --json`` prints: jobs per state, consumers alive and dead, the
+        next job and how long it has been ready, and the flow settings."""
+        return stats(self._admin, consumer_timeout)
+
+
+def stats(admin: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
+    """The numbers of ``gq stats`` for one queue (see ``Queue.stats``)."""
+    counts = admin.counts()
+    consumers = admin.consumers()
+    now = admin.server_time()
+    alive = sum(1 for _, seen, _ in consumers if now - seen <= consumer_timeout)
+    head = admin.oldest_ready()
+    ready_at = _ready_at(head[1]) if head else None
+    return {
+        "queue": admin.keys.name,
+        **counts,
+        "in_flight": sum(inflight for _, _, inflight in consumers),
+        "consumers_alive": alive,
+        "consumers_dead": len(consumers) - alive,
+        "next_ready": head[0] if head else None,
+        # Seconds the next job has been ready; None for none, or a message without
+        # ReadyAt (written by curlyq).
+        "oldest_ready_age": None if ready_at is None else round(max(0.0, now - ready_at), 3),
+        **flow_report(admin.flow()),
+    }
+
+
+def flow_report(flow: FlowState) -> dict[str, Any]:
+    """The flow settings as ``gq stats --json`` and the dashboard's API show them."""
+    return {
+        "paused": flow.paused,
+        "rate_limit": None if flow.rate is None else {"jobs": flow.rate[0], "per": flow.rate[1]},
+        "concurrency_limit": flow.concurrency,
+        "held": flow.held,
+        "held_back_seconds": round(flow.held_back, 3),
+    }
+
+
+def _ready_at(message: bytes | None) -> float | None:
+    try:
+        return None if message is None else jobs.decode_ready_at(message)
+    except jobs.MessageDecodeError:
+        return None
+
+
+def _checked_rate(rate: Rate | None) -> tuple[int | None, int | None]:
+    if rate is None:
+        return None, None
+    try:
+        count, seconds = rate
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"rate must be (jobs, seconds) or None, not {rate!r}") from None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ConfigurationError(f"a rate limit needs at least 1 job per period, not {count!r}")
+    period_ms = round(float(seconds) * 1000)
+    if not period_ms >= 1:
+        raise ConfigurationError(f"a rate limit's period must be at least 1 ms, not {seconds!r}")
+    return count, period_ms
+
+
+def _checked_concurrency(concurrency: int | None) -> int | None:
+    if concurrency is None:
+        return None
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigurationError(
+            f"a concurrency limit must be a whole number of at least 1, not {concurrency!r} "
+            "(to stop every consumer, pause the queue)"
+        )
+    return concurrency

@@ -1,0 +1,32 @@
+-- include: chunk, types
+-- cancel: remove each given job that is ready (in the active list) or scheduled, freeing
+-- its id; a job that exists but is neither (in flight with some consumer) gets a cancel
+-- request in the cancelled set, which its consumer reads and acts on (it interrupts the
+-- handler with JobCancelled and acknowledges the job). Dead jobs and unknown ids are left
+-- alone. LREM walks the active list: cost grows with its length, once per id.
+-- KEYS[1] active list   KEYS[2] scheduled sorted set   KEYS[3] dead sorted set
+-- KEYS[4] data hash   KEYS[5] recovered hash   KEYS[6] cancelled sorted set
+-- ARGV    id1, id2, ... (at most 1000 per call); requests are scored with the server time
+-- Returns one string per id, in order: "removed", "requested" (in flight) or "" (not found,
+-- or dead).
+check_types({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'hash', KEYS[5], 'hash',
+             KEYS[6], 'zset'})
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local results = {}
+for i = 1, #ARGV do
+  local id = ARGV[i]
+  local outcome = ''
+  if redis.call('HEXISTS', KEYS[4], id) == 1 and not redis.call('ZSCORE', KEYS[3], id) then
+    if redis.call('ZREM', KEYS[2], id) == 1 or redis.call('LREM', KEYS[1], 1, id) == 1 then
+      redis.call('HDEL', KEYS[4], id)
+      redis.call('HDEL', KEYS[5], id)
+      outcome = 'removed'
+    else
+      redis.call('ZADD', KEYS[6], now, id)
+      outcome = 'requested'
+    end
+  end
+  results[i] = outcome
+end
+return results
