@@ -43,6 +43,9 @@ FINAL_ACKS_SECONDS = 1.0
 # The ticker greenlet's period at most (it proves to the thread heartbeat that the hub
 # runs, and notices when it did not).
 TICK_SECONDS = 1.0
+# How often a consumer holding jobs reads the queues' cancel requests: a running job is
+# interrupted within this (SPEC section 9: "within a second"), at one read per queue.
+CANCEL_POLL = 0.5
 
 
 Queues = Union[str, Sequence[str], Mapping[str, int]]
@@ -174,26 +177,7 @@ class Consumer:
         self._poller = Poller(self._sources(), self.id, opts, processor, self.context)
         self._reporter = Reporter(self._queue, self.id, opts, self.recorder, self.context)
         self.stats = processor.stats
-        loops = {
-            "Poller": self._loop("Poller", self.poll_step, lambda: 0.0, "poller"),
-            "Heartbeat": self._loop(
-                "Heartbeat", self.heartbeat_step, lambda: opts.heartbeat_poll_interval, "heartbeat"
-            ),
-            "Scheduler": self._loop(
-                "Scheduler", self.scheduler_step, lambda: opts.scheduler_poll_interval, "scheduler"
-            ),
-            "Custodian": self._loop(
-                "Custodian", self.custodian_step, lambda: opts.custodian_poll_interval, "custodian"
-            ),
-        }
-        periodic = self._periodic
-        if periodic is not None:  # sleeps until its next occurrence, at most the scheduler's
-            loops["Periodic"] = self._loop(
-                "Periodic",
-                periodic.step,
-                lambda: periodic.delay(opts.scheduler_poll_interval),
-                "scheduler",
-            )
+        loops = self._loops()
         greenlets = {name: self._spawn(name, loop.run) for name, loop in loops.items()}
         greenlets["Acker"] = self._spawn("Acker", processor.run_acker)
         greenlets["Ticker"] = self._spawn("Ticker", self._tick)
@@ -218,6 +202,32 @@ class Consumer:
         log.info(
             "%s: stopped (done=%d failed=%d)", self.context, self.stats.done, self.stats.failed
         )
+
+    def _loops(self) -> dict[str, Loop]:
+        """The poller, the maintenance loops and their intervals (read at every turn)."""
+        opts = self.opts
+        loops = {
+            "Poller": self._loop("Poller", self.poll_step, lambda: 0.0, "poller"),
+            "Heartbeat": self._loop(
+                "Heartbeat", self.heartbeat_step, lambda: opts.heartbeat_poll_interval, "heartbeat"
+            ),
+            "Scheduler": self._loop(
+                "Scheduler", self.scheduler_step, lambda: opts.scheduler_poll_interval, "scheduler"
+            ),
+            "Custodian": self._loop(
+                "Custodian", self.custodian_step, lambda: opts.custodian_poll_interval, "custodian"
+            ),
+            "Canceller": self._loop("Canceller", self.cancel_step, lambda: CANCEL_POLL, "poller"),
+        }
+        periodic = self._periodic
+        if periodic is not None:  # sleeps until its next occurrence, at most the scheduler's
+            loops["Periodic"] = self._loop(
+                "Periodic",
+                periodic.step,
+                lambda: periodic.delay(opts.scheduler_poll_interval),
+                "scheduler",
+            )
+        return loops
 
     def _shutdown(
         self, processor: Processor, loops: dict[str, Loop], greenlets: dict[str, gevent.Greenlet]
@@ -419,6 +429,18 @@ class Consumer:
     def _register(self) -> float:
         """Heartbeat on every queue; the server's time."""
         return min(queue.register(self.id) for queue in self._queues.values())
+
+    def cancel_step(self) -> bool:
+        """Act on the cancel requests (gq.Queue.cancel) for jobs this consumer holds: one
+        read per queue every CANCEL_POLL seconds, and only while it holds any."""
+        processor = self._processor
+        if processor is None or not processor.held:
+            return False
+        for queue in self._queues.values():
+            wanted = processor.held.intersection(queue.cancel_requests())
+            if wanted:
+                processor.cancel(wanted)
+        return False
 
     def heartbeat_step(self) -> bool:
         server_now = self._register()

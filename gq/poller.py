@@ -8,6 +8,10 @@ came back (SPEC sections 5 and 9). One greenlet runs ``Poller.step`` in a loop.
   held ahead, at least 1 and at most ``poller_buffer_max`` (docs/decisions.md).
 - **Which queue**: the only one; or, with several, the first that may have jobs (strict
   priority) or one drawn at random by weight among those (``--queue name:weight``).
+- **Flow control** (SPEC section 9, decided by fetch.lua): a paused queue, or one whose
+  concurrency limit is reached, is waited for on its signal (resume and releases raise
+  it); one held back by its rate limit or a handler's RateLimited is left alone for the
+  time the script said.
 - **What came back**: decoded jobs go to the processor; bad data is discarded through the
   processor's outcome path; a suspect (a job recovered twice in a row) makes the poller
   wait until the consumer is idle before it fetches again, so that the suspect runs alone;
@@ -48,6 +52,7 @@ class Source:
     weight: int = 1
     more_ready: bool = True  # jobs are probably waiting (a full batch, or not yet looked)
     fetch_unsure: bool = False  # a fetch failed: its reply (and jobs) may be lost
+    not_before: float = 0.0  # monotonic time before which a rate limit holds it back
 
     @property
     def name(self) -> str:
@@ -141,26 +146,31 @@ class Poller:
     def _choose(self) -> Source | None:
         """The queue to fetch from, after waiting for a signal if none may have jobs;
         None when the wait timed out."""
+        now = time.monotonic()
+        open_ = [source for source in self._sources if source.not_before <= now]
+        wait = self._opts.poller_poll_duration
+        held = [source.not_before - now for source in self._sources if source.not_before > now]
+        if not open_:  # every queue held back by its rate limit: sleep until the first opens
+            time.sleep(min(wait, *held))  # gevent.sleep in a patched process
+            return None
+        wait = min(wait, *held) if held else wait
         if len(self._sources) == 1:
             only = self._sources[0]
-            if only.more_ready:
-                return only
-            return only if only.queue.wait_for_signal(self._opts.poller_poll_duration) else None
-        candidates = self._candidates()
+            return only if only.more_ready or only.queue.wait_for_signal(wait) else None
+        candidates = self._candidates(open_)
         if not candidates:
-            queues = [source.queue for source in self._sources]
-            woken = wait_for_any_signal(queues, self._opts.poller_poll_duration)
+            woken = wait_for_any_signal([source.queue for source in open_], wait)
             if woken is None:
                 return None
-            candidates = [self._sources[woken]]
+            candidates = [open_[woken]]
         if not self._weighted:
             return candidates[0]
         return random.choices(candidates, [s.weight for s in candidates])[0]
 
-    def _candidates(self) -> list[Source]:
+    def _candidates(self, sources: list[Source]) -> list[Source]:
         # One round trip reads every queue's signal; a full batch left its signal there.
-        flags = signalled([source.queue for source in self._sources])
-        return [s for s, flag in zip(self._sources, flags) if flag or s.more_ready]
+        flags = signalled([source.queue for source in sources])
+        return [s for s, flag in zip(sources, flags) if flag or s.more_ready]
 
     def _fetch(self, source: Source) -> None:
         processor = self._processor
@@ -171,8 +181,11 @@ class Poller:
         fetched = source.queue.fetch(self._consumer_id, count, idle=processor.idle())
         self.prefetch.measured()
         self._isolate = fetched.suspect
-        # A batch cut short before a suspect leaves jobs behind it: look again at once.
-        source.more_ready = len(fetched) == count or fetched.suspect
+        # A batch cut short before a suspect leaves jobs behind it: look again at once. A
+        # limit's cut does too, but the limit says when to look (below).
+        source.more_ready = (len(fetched) == count and fetched.state == "ok") or fetched.suspect
+        if fetched.state == "wait":
+            source.not_before = time.monotonic() + fetched.wait
         self._hand_over(fetched, source.name)
         source.fetch_unsure = False
 

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 import gevent
 from gevent.event import Event
@@ -22,7 +22,15 @@ from gevent.queue import Queue
 from gq import job as jobs
 from gq import watchdog
 from gq.backoff import backoff
-from gq.errors import AckJobError, GQError, JobTimeout, KillJobError, RetryJobError
+from gq.errors import (
+    AckJobError,
+    GQError,
+    JobCancelled,
+    JobTimeout,
+    KillJobError,
+    RateLimited,
+    RetryJobError,
+)
 from gq.job import Job
 from gq.options import ConsumerOptions
 from gq.recorder import Recorder
@@ -76,6 +84,8 @@ class Stats:
     failed: int = 0
     retried: int = 0
     killed: int = 0
+    cancelled: int = 0
+    rate_limited: int = 0
     started: float = field(default_factory=lambda: gevent.get_hub().loop.now())
 
 
@@ -202,6 +212,9 @@ class Processor:
         # retry or kill to be written. The poller compares it with Redis after a fetch
         # whose reply was lost (Consumer._reconcile).
         self.held: set[str] = set()
+        # The handler greenlet running each job, for cancels (set and cleared around the
+        # handler call with no yield in between: a running job is always in it).
+        self._runs: dict[str, gevent.Greenlet] = {}
         self.acker = Acker(queues, consumer_id, opts, self._release, on_fatal, context)
         self.stats = Stats()
 
@@ -333,6 +346,8 @@ class Processor:
             self._timed_seq += 1
             timed = not self._timed_seq & recorder.sample_mask
         began = recorder.started(job) if timed else 0.0
+        runs = self._runs
+        runs[job.id] = gevent.getcurrent()
         try:
             # A copy: what the handler does to its Job must not change what is stored.
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
@@ -346,12 +361,65 @@ class Processor:
         except BaseException as exc:  # noqa: BLE001 - the handler's failure, whatever it raised
             if timed:
                 recorder.finished(began)
-            self._failed(job, exc)
+            self._ended(job, exc)
         else:
             if timed:
                 recorder.finished(began)
             self.stats.done += 1
             self.acker.add(job)
+        finally:
+            del runs[job.id]
+
+    def _ended(self, job: Job, exc: BaseException) -> None:
+        """A handler raised: cancelled, rate limited, or failed."""
+        if isinstance(exc, JobCancelled) and exc.job_id == job.id:
+            log.info("%s: job %s cancelled while running", self._context, job.id)
+            self._cancelled(job)
+        elif isinstance(exc, RateLimited):
+            self._rate_limited(job, exc)
+        else:
+            self._failed(job, exc)
+
+    # -- cancels (gq.Queue.cancel; the consumer's canceller loop calls cancel) -------------
+
+    def cancel(self, ids: set[str]) -> int:
+        """Cancel the jobs of ``ids`` this process holds: a buffered one is acknowledged
+        without running; a running one has its handler interrupted with JobCancelled.
+        Returns how many were found."""
+        dropped = self.drop_buffered(lambda job: job.id not in ids)
+        for job in dropped:
+            log.info("%s: job %s cancelled before it started", self._context, job.id)
+            self._cancelled(job)
+        running = [(job_id, self._runs[job_id]) for job_id in ids if job_id in self._runs]
+        loop = gevent.get_hub().loop
+        for job_id, worker in running:
+            # From the hub, as gevent.Timeout does: the worker is switched out, inside its
+            # handler, or has moved on to another job (then it is left alone).
+            loop.run_callback(self._interrupt, job_id, worker)
+        return len(dropped) + len(running)
+
+    def _interrupt(self, job_id: str, worker: gevent.Greenlet) -> None:
+        if self._runs.get(job_id) is worker:
+            cast(Any, worker).throw(JobCancelled(job_id))  # (gevent's stubs: Optional)
+
+    def _cancelled(self, job: Job) -> None:
+        self.held.add(job.id)  # (a buffered job left held when it was dropped)
+        self.stats.cancelled += 1
+        self.recorder.failed("cancelled")
+        self.acker.add(job)  # acknowledged, not retried: ack.lua also drops the request
+
+    def _rate_limited(self, job: Job, exc: RateLimited) -> None:
+        """The service said "slow down": the job goes back ``after`` seconds from now with
+        no attempt charged, and the whole queue fetches nothing for as long."""
+        queue = self._queues[job.queue]
+        after = exc.after
+        message = jobs.encode(job, ready_at=time.time() + after)
+        log.warning("%s: job %s rate limited: queue %s held back for %.1f s", self._context,
+                    job.id, job.queue, after)  # fmt: skip
+        write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after)  # noqa: E731
+        if self._settle(job, "reschedule", RetryJobError, write):
+            self.stats.rate_limited += 1
+            self.recorder.failed("rate_limited")
 
     def _run_with_timeout(self, job: Job, timeout: float) -> None:
         # The gevent.Timeout stops a handler that waits; the deadline lets gq.watchdog stop

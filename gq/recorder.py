@@ -100,9 +100,11 @@ class Recorder:
         self.history.add("done", count)
 
     def failed(self, outcome: str) -> None:
-        """A job's failure was written: ``outcome`` is "retried" or "killed"."""
+        """A job's other outcome was written: "retried", "killed", "cancelled" or
+        "rate_limited"."""
         self.totals[outcome] += 1
-        self.history.add("failed", 1)
+        if outcome in ("retried", "killed"):  # cancelled and rate-limited jobs did not fail
+            self.history.add("failed", 1)
 
     def recovered(self, count: int) -> None:
         """This consumer's custodian recovered ``count`` jobs of crashed consumers."""

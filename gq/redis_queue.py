@@ -248,6 +248,11 @@ class RedisQueue(ScriptedQueue):
         )
         return as_text(reply[0]), int(reply[1]), int(reply[2])
 
+    def cancel_requests(self, limit: int = MAX_BATCH) -> list[str]:
+        """The ids of jobs in flight whose cancel was asked (gq.Queue.cancel), oldest first."""
+        with permission_errors("ZRANGE"):
+            return [as_text(i) for i in self.client.zrange(self.keys.cancelled, 0, limit - 1)]
+
     def inflight_ids(self, consumer_id: str) -> set[str]:
         """The ids in this consumer's in-flight set (at most buffer + concurrency + one
         lost fetch, so one SMEMBERS is bounded)."""
