@@ -31,6 +31,7 @@ from gq.errors import GQError
 from gq.job import Job
 from gq.recorder import OUTCOMES, Recorder
 from gq.redis_admin import QueueAdmin, registered_queues
+from gq.serving import serve_wsgi
 
 if TYPE_CHECKING:
     from gevent.pywsgi import WSGIServer
@@ -310,14 +311,10 @@ def enable(consumer: Consumer, *, histograms: bool = True) -> PrometheusRecorder
 
 def serve(host: str, port: int, app: Callable[..., Any] | None = None) -> WSGIServer:
     """Serve ``app`` (default: this process's registry, worker metrics and ``process_*``)
-    at ``/metrics`` on a gevent WSGI server: greenlets, no thread that fights the hub.
+    at ``/metrics`` on a gevent WSGI server (``gq.serving``).
     Raises OSError when the address cannot be bound."""
-    from gevent.pywsgi import WSGIServer
-
     app = app or prometheus().make_wsgi_app()
-    server = WSGIServer((host, port), _only_metrics(app), log=None, spawn=8)
-    server.start()
-    return server
+    return serve_wsgi(host, port, _only_metrics(app), connections=8)
 
 
 def _only_metrics(app: Callable[..., Any]) -> Callable[..., Any]:

@@ -25,6 +25,7 @@ from gq.cli.common import (
     CliError,
     Parser,
     add_connection_flags,
+    add_consumer_timeout_flag,
     duration,
     open_queue,
     positive_int,
@@ -95,39 +96,28 @@ def _add(
     return parser
 
 
-def _consumer_timeout(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--consumer-timeout",
-        type=duration,
-        default=status.DEFAULT_CONSUMER_TIMEOUT,
-        metavar="SECONDS",
-        help="a consumer silent this long is dead: the workers' "
-        "heartbeat interval + custodian consumer timeout (default 60 + 60)",
-    )
+def _add_report(
+    commands: argparse._SubParsersAction[Parser],
+    conn: Parser,
+    name: str,
+    help: str,
+    func: Command,
+    json_help: str,
+) -> None:
+    """A command that reports on a queue and its consumers (``stats``, ``consumers``)."""
+    parser = _add(commands, name, help, [conn], func)
+    parser.add_argument("--json", action="store_true", help=json_help)
+    add_consumer_timeout_flag(parser, explain=True)
 
 
 def _add_stats(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
-    parser = _add(
-        commands,
-        "stats",
-        "count the jobs of a queue in each state, and its consumers",
-        [conn],
-        status.stats,
-    )
-    parser.add_argument("--json", action="store_true", help="one JSON object")
-    _consumer_timeout(parser)
+    help = "count the jobs of a queue in each state, and its consumers"
+    _add_report(commands, conn, "stats", help, status.stats, "one JSON object")
 
 
 def _add_consumers(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
-    parser = _add(
-        commands,
-        "consumers",
-        "list the consumers of a queue: last heartbeat, jobs in flight, alive or dead",
-        [conn],
-        status.consumers,
-    )
-    parser.add_argument("--json", action="store_true", help="one JSON object a line")
-    _consumer_timeout(parser)
+    help = "list the consumers of a queue: last heartbeat, jobs in flight, alive or dead"
+    _add_report(commands, conn, "consumers", help, status.consumers, "one JSON object a line")
 
 
 def _add_enqueue(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
@@ -164,37 +154,45 @@ def _add_job_set(
     delete: Command,
     retry: Command | None = None,
 ) -> None:
-    parser = _add(
-        commands,
-        state,
-        f"list or delete {state} jobs" + (", or queue them again" if retry else ""),
-        [],
-        None,
-    )
+    """``gq dead|scheduled ACTION``: list, delete, and for dead jobs retry."""
+    help = f"list or delete {state} jobs" + (", or queue them again" if retry else "")
+    parser = _add(commands, state, help, [], None)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    lister = _add(
-        actions,
-        "list",
-        f"show {state} jobs, " + ("newest first" if state == "dead" else "soonest first"),
-        [conn],
-        list_,
-    )
+    _add_job_list(actions, conn, state, list_)
+    if retry is not None:
+        retrier = _add_job_action(actions, conn, state, "retry", retry)
+        retrier.add_argument(
+            "--reset-attempts",
+            action="store_true",
+            help="start the attempts over at 0 (default: keep them, "
+            "so a job that fails again goes back to dead)",
+        )
+    _add_job_action(actions, conn, state, "delete", delete)
+
+
+def _add_job_list(
+    actions: argparse._SubParsersAction[Parser], conn: Parser, state: str, list_: Command
+) -> None:
+    order = "newest first" if state == "dead" else "soonest first"
+    lister = _add(actions, "list", f"show {state} jobs, {order}", [conn], list_)
     lister.add_argument("--limit", type=positive_int, default=50, metavar="N", help="default 50")
     lister.add_argument("--json", action="store_true", help="one JSON object a line")
-    verbs = [("delete", delete, f"delete {state} jobs and free their ids")]
-    if retry is not None:
-        verbs.insert(0, ("retry", retry, "queue dead jobs again, at the tail of the queue"))
-    for verb, func, help in verbs:
-        action = _add(actions, verb, help, [conn], func)
-        action.add_argument("ids", nargs="*", metavar="ID", help="job ids")
-        action.add_argument("--all", action="store_true", help=f"every {state} job")
-        if verb == "retry":
-            action.add_argument(
-                "--reset-attempts",
-                action="store_true",
-                help="start the attempts over at 0 (default: keep them, "
-                "so a job that fails again goes back to dead)",
-            )
+
+
+_ACTION_HELP = {
+    "retry": "queue dead jobs again, at the tail of the queue",
+    "delete": "delete {state} jobs and free their ids",
+}
+
+
+def _add_job_action(
+    actions: argparse._SubParsersAction[Parser], conn: Parser, state: str, verb: str, func: Command
+) -> Parser:
+    """An action on the given job ids, or on every job of the set."""
+    action = _add(actions, verb, _ACTION_HELP[verb].format(state=state), [conn], func)
+    action.add_argument("ids", nargs="*", metavar="ID", help="job ids")
+    action.add_argument("--all", action="store_true", help=f"every {state} job")
+    return action
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -23,6 +23,9 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h|d
 # Redis error replies that mean "these credentials are refused" (redis-py may pass them on
 # as a plain ResponseError, depending on its version and the server's).
 _REFUSALS = ("NOAUTH", "WRONGPASS", "NOPERM", "invalid password", "invalid username")
+# A consumer is dead once silent for heartbeat_poll_interval + custodian_consumer_timeout,
+# 60 + 60 seconds by default; workers run with other values need --consumer-timeout.
+DEFAULT_CONSUMER_TIMEOUT = 120.0
 
 
 # A password in a URL: user info (scheme://user:PASSWORD@) or a query argument.
@@ -111,12 +114,18 @@ def unix_time(text: str) -> float:
     return when.timestamp()
 
 
-def add_connection_flags(parser: argparse.ArgumentParser, *, several_queues: bool = False) -> None:
+def add_url_flag(parser: argparse.ArgumentParser, what: str = "Redis URL") -> None:
     parser.add_argument(
         "--url",
         default=os.environ.get(ENV_URL) or DEFAULT_URL,
-        help=f"Redis URL (redis://, rediss://, unix://, or fakeredis:// for an in-process "
-        f"server); default ${ENV_URL}, else {DEFAULT_URL}",
+        help=f"{what}; default ${ENV_URL}, else {DEFAULT_URL}",
+    )
+
+
+def add_connection_flags(parser: argparse.ArgumentParser, *, several_queues: bool = False) -> None:
+    add_url_flag(
+        parser,
+        "Redis URL (redis://, rediss://, unix://, or fakeredis:// for an in-process server)",
     )
     if several_queues:
         parser.add_argument(
@@ -132,6 +141,18 @@ def add_connection_flags(parser: argparse.ArgumentParser, *, several_queues: boo
         "--queue",
         default=os.environ.get(ENV_QUEUE) or None,
         help=f"queue name; default ${ENV_QUEUE}",
+    )
+
+
+def add_consumer_timeout_flag(parser: argparse.ArgumentParser, *, explain: bool = False) -> None:
+    """``--consumer-timeout``; ``explain``: say in the help what the default is made of."""
+    parts = ": the workers' heartbeat interval + custodian consumer timeout" if explain else ""
+    parser.add_argument(
+        "--consumer-timeout",
+        type=duration,
+        default=DEFAULT_CONSUMER_TIMEOUT,
+        metavar="SECONDS",
+        help=f"a consumer silent this long is dead{parts} (default 60 + 60)",
     )
 
 

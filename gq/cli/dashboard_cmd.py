@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from typing import Any
 
-from gq.cli import ENV_URL, EXIT_OK, EXIT_USAGE
-from gq.cli.common import CliError, Parser, duration
-from gq.connection import DEFAULT_URL, client_from_url, redact_url
+from gq.cli import EXIT_OK, EXIT_USAGE
+from gq.cli.common import CliError, Parser, add_consumer_timeout_flag, add_url_flag, duration
+from gq.connection import client_from_url, redact_url
+from gq.serving import serve_wsgi, stop_signals
 
 ENV_AUTH = "GQ_DASHBOARD_AUTH"  # the same name as gq.dashboard.ENV_AUTH (not imported: Jinja2)
 # Connections served at once; gevent's default is unbounded.
@@ -33,11 +33,7 @@ def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _add_source_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--url",
-        default=os.environ.get(ENV_URL) or DEFAULT_URL,
-        help=f"Redis URL; default ${ENV_URL}, else {DEFAULT_URL}",
-    )
+    add_url_flag(parser)
     parser.add_argument(
         "--queue",
         action="append",
@@ -46,13 +42,7 @@ def _add_source_flags(parser: argparse.ArgumentParser) -> None:
         help="show this queue too (repeatable); the others come from the "
         "registry that gq workers keep (gq:queues), never from KEYS",
     )
-    parser.add_argument(
-        "--consumer-timeout",
-        type=duration,
-        default=120.0,
-        metavar="SECONDS",
-        help="a consumer silent this long is dead (default 60 + 60)",
-    )
+    add_consumer_timeout_flag(parser)
     parser.add_argument(
         "--refresh",
         type=duration,
@@ -86,18 +76,16 @@ def run(args: argparse.Namespace) -> int:
     auth = args.auth if args.auth is not None else os.environ.get(ENV_AUTH) or None
     _check_exposure(args.host, auth, args.no_auth)
     app = _build_app(args, auth)
-    from gevent.pywsgi import WSGIServer
-
-    server = WSGIServer((args.host, args.port), app, spawn=MAX_CONNECTIONS, log=None)
-    server.start()
-    _stop_on_signals(server)
-    print(
-        f"gq dashboard: http://{_url_host(args.host)}:{server.server_port}/ "
-        f"(Redis {redact_url(args.url)}{', read-only' if args.read_only else ''}"
-        f"{', basic auth' if auth else ''})",
-        flush=True,
-    )
-    server.serve_forever()
+    with stop_signals() as stopping:  # before the server answers: a client may then stop it
+        server = serve_wsgi(args.host, args.port, app, connections=MAX_CONNECTIONS)
+        print(
+            f"gq dashboard: http://{_url_host(args.host)}:{server.server_port}/ "
+            f"(Redis {redact_url(args.url)}{', read-only' if args.read_only else ''}"
+            f"{', basic auth' if auth else ''})",
+            flush=True,
+        )
+        stopping.wait()
+    server.stop()
     return EXIT_OK
 
 
@@ -121,15 +109,7 @@ def _build_app(args: argparse.Namespace, auth: str | None) -> Any:
         raise CliError(
             EXIT_USAGE, f"the dashboard needs Jinja2: pip install 'gq[dashboard]' ({exc})"
         ) from None
-    from gq.cli.common import unreachable
-    from gq.redis_admin import QueueAdmin
-
-    client = client_from_url(args.url, socket_connect_timeout=5.0, socket_timeout=10.0)
-    problem = unreachable(QueueAdmin(client, "gq-dashboard"), args.url)
-    if problem is not None:
-        from gq.cli import EXIT_UNREACHABLE
-
-        raise CliError(EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {problem}")
+    client = _connect(args)
     try:
         return app(
             client=client,
@@ -144,6 +124,20 @@ def _build_app(args: argparse.Namespace, auth: str | None) -> Any:
         raise CliError(EXIT_USAGE, f"--auth: {exc}") from None
 
 
+def _connect(args: argparse.Namespace) -> Any:
+    """A client of the Redis at --url, which has answered (exit 3 if it does not)."""
+    from gq.cli.common import unreachable
+    from gq.redis_admin import QueueAdmin
+
+    client = client_from_url(args.url, socket_connect_timeout=5.0, socket_timeout=10.0)
+    problem = unreachable(QueueAdmin(client, "gq-dashboard"), args.url)
+    if problem is not None:
+        from gq.cli import EXIT_UNREACHABLE
+
+        raise CliError(EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {problem}")
+    return client
+
+
 def _allowed_hosts(args: argparse.Namespace) -> list[str] | None:
     """Host names answered: on loopback, only loopback names (a page whose own name is
     rebound to 127.0.0.1 arrives with that name); beyond loopback, where --auth is
@@ -153,13 +147,6 @@ def _allowed_hosts(args: argparse.Namespace) -> list[str] | None:
     if not is_loopback(args.host) and not args.allowed_host:
         return None
     return [*LOOPBACK_HOSTS, args.host, *args.allowed_host]
-
-
-def _stop_on_signals(server: Any) -> None:
-    import gevent
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        gevent.signal_handler(signum, server.stop)
 
 
 def _url_host(host: str) -> str:

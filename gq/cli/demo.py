@@ -5,7 +5,6 @@ compare the run with an ideal one. It works with no Redis at all: when none answ
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import uuid
@@ -14,9 +13,17 @@ from typing import Callable, TextIO
 import gevent
 
 import gq
-from gq.cli import ENV_URL, EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE
-from gq.cli.common import CliError, Parser, duration, positive_int, queue_on, unreachable
-from gq.connection import DEFAULT_URL, FAKEREDIS_SCHEME, client_from_url, redact_url
+from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_UNREACHABLE
+from gq.cli.common import (
+    CliError,
+    Parser,
+    add_url_flag,
+    duration,
+    positive_int,
+    queue_on,
+    unreachable,
+)
+from gq.connection import FAKEREDIS_SCHEME, client_from_url, redact_url
 from gq.redis_admin import QueueAdmin
 from gq.redis_base import MAX_BATCH
 
@@ -25,26 +32,23 @@ DEFAULT_JOBS = 10_000
 DEFAULT_CONCURRENCY = 500
 DEFAULT_WAIT = 0.01
 BAR_WIDTH = 30
+DESCRIPTION = (
+    "Enqueue N sample jobs whose handler waits a little (simulated I/O), drain them "
+    "with a consumer in this process, and print the throughput and the time an ideal "
+    "run would take. Uses the Redis at --url when one answers, else the embedded "
+    "in-process server (fakeredis://); the queue (gq-demo-<random>) is deleted after."
+)
 
 
 def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
     help = "enqueue sample jobs, drain them with a worker in this process, show throughput"
-    parser = commands.add_parser(
-        "demo",
-        help=help,
-        allow_abbrev=False,
-        description=(
-            "Enqueue N sample jobs whose handler waits a little (simulated I/O), drain them "
-            "with a consumer in this process, and print the throughput and the time an ideal "
-            "run would take. Uses the Redis at --url when one answers, else the embedded "
-            "in-process server (fakeredis://); the queue (gq-demo-<random>) is deleted after."
-        ),
-    )
-    parser.add_argument(
-        "--url",
-        default=os.environ.get(ENV_URL) or DEFAULT_URL,
-        help=f"Redis to use if it answers; default ${ENV_URL}, else {DEFAULT_URL}",
-    )
+    parser = commands.add_parser("demo", help=help, allow_abbrev=False, description=DESCRIPTION)
+    add_url_flag(parser, "Redis to use if it answers")
+    _add_workload_flags(parser)
+
+
+def _add_workload_flags(parser: argparse.ArgumentParser) -> None:
+    """How many jobs, how many at once, and how long each one waits."""
     parser.add_argument(
         "--jobs",
         type=positive_int,
@@ -74,28 +78,38 @@ def run(args: argparse.Namespace) -> int:
         client_from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0),
         f"gq-demo-{uuid.uuid4().hex[:8]}",
     )
-    n, ms = args.jobs, args.wait * 1000
+    _announce(args, backend)
+    try:
+        done, elapsed = _enqueue_and_drain(url, rq, args)
+    finally:
+        _clean_up(rq)
+    if done < args.jobs:
+        print(f"interrupted: {done:,} of {args.jobs:,} jobs done", file=sys.stderr)
+        return EXIT_FATAL
+    _report(args.jobs, elapsed, args.wait, args.concurrency)
+    return EXIT_OK
+
+
+def _announce(args: argparse.Namespace, backend: str) -> None:
     print(
-        f"gq demo: {n:,} jobs, each waiting {ms:g} ms (simulated I/O), "
+        f"gq demo: {args.jobs:,} jobs, each waiting {args.wait * 1000:g} ms (simulated I/O), "
         f"{args.concurrency:,} at once",
         flush=True,
     )
     print(f"backend: {backend}", flush=True)
+
+
+def _enqueue_and_drain(url: str, rq: QueueAdmin, args: argparse.Namespace) -> tuple[int, float]:
+    """(jobs done, seconds); (0, 0.0) when Ctrl-C interrupts."""
+    n = args.jobs
     try:
         seconds = _enqueue(rq, n)
         print(f"enqueued {n:,} jobs in {seconds:.2f} s ({n / seconds:,.0f} jobs/s)", flush=True)
-        done, elapsed = _drain(url, rq.keys.name, args)
+        return _drain(url, rq.keys.name, args)
     except KeyboardInterrupt:
-        done, elapsed = 0, 0.0
+        return 0, 0.0
     except gq.GQError as exc:
         raise CliError(EXIT_FATAL, f"the demo's consumer failed: {exc}") from None
-    finally:
-        _clean_up(rq)
-    if done < n:
-        print(f"interrupted: {done:,} of {n:,} jobs done", file=sys.stderr)
-        return EXIT_FATAL
-    _report(n, elapsed, args.wait, args.concurrency)
-    return EXIT_OK
 
 
 def choose_backend(url: str) -> tuple[str, str]:
@@ -131,33 +145,42 @@ def _enqueue(rq: QueueAdmin, n: int) -> float:
 
 def _drain(url: str, queue: str, args: argparse.Namespace) -> tuple[int, float]:
     """Run a consumer until the handler has finished every job; (jobs done, seconds)."""
-    n, wait = args.jobs, args.wait
     consumer = gq.Consumer(
         queue,
         url=url,
         processor_concurrency=args.concurrency,
         poller_buffer_size=min(args.concurrency, MAX_BATCH),
     )
-    finished = [0]
-    start = time.perf_counter()
-    end = [0.0]
-
-    def handle(job: gq.Job) -> None:
-        gevent.sleep(wait)
-        finished[0] += 1
-        if finished[0] == n:
-            end[0] = time.perf_counter()
-            consumer.stop()  # graceful: the last acknowledgements still go out
-
-    progress = Progress(n, sys.stderr)
-    watcher = gevent.spawn(progress.follow, lambda: finished[0], start)
+    countdown = Countdown(consumer, args.jobs, args.wait)
+    progress = Progress(args.jobs, sys.stderr)
+    watcher = gevent.spawn(progress.follow, lambda: countdown.done, countdown.start)
     try:
-        consumer.consume(handle)  # Ctrl-C stops it gracefully
+        consumer.consume(countdown.handle)  # Ctrl-C stops it gracefully
     finally:
         watcher.kill()
-    elapsed = (end[0] or time.perf_counter()) - start
-    progress.show(finished[0], elapsed, final=True)
-    return finished[0], max(elapsed, 1e-9)
+    elapsed = (countdown.end or time.perf_counter()) - countdown.start
+    progress.show(countdown.done, elapsed, final=True)
+    return countdown.done, max(elapsed, 1e-9)
+
+
+class Countdown:
+    """The demo's handler: waits ``wait`` seconds, counts, and stops ``consumer`` once
+    ``total`` jobs are done."""
+
+    def __init__(self, consumer: gq.Consumer, total: int, wait: float) -> None:
+        self.consumer = consumer
+        self.total = total
+        self.wait = wait
+        self.done = 0
+        self.start = time.perf_counter()
+        self.end = 0.0
+
+    def handle(self, job: gq.Job) -> None:
+        gevent.sleep(self.wait)
+        self.done += 1
+        if self.done == self.total:
+            self.end = time.perf_counter()
+            self.consumer.stop()  # graceful: the last acknowledgements still go out
 
 
 def _clean_up(rq: QueueAdmin) -> None:

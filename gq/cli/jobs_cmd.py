@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from gq import job as jobs
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError
 from gq.cli.formatting import (
     ERROR_CHARS,
+    MessageView,
     data_fields,
     local_time,
     preview,
@@ -28,6 +29,7 @@ from gq.redis_base import MAX_BATCH
 
 Entries = list[tuple[str, float, Optional[bytes]]]
 Operation = Callable[[Sequence[str]], list[bool]]
+Listed = tuple[str, float, MessageView]  # id, killed at or due at, what its message says
 
 # -- enqueue -----------------------------------------------------------------------------
 
@@ -106,25 +108,29 @@ def _list(
     when_header: str,
     when_field: str,
 ) -> int:
-    now = rq.server_time()
-    views = [(job_id, when, read_message(message)) for job_id, when, message in entries]
+    listed = [(job_id, when, read_message(message)) for job_id, when, message in entries]
     if args.json:
-        print_json_lines(
-            [
-                {
-                    "id": job_id,
-                    when_field: when,
-                    "attempt": view.attempt,
-                    "error": view.error or view.problem,
-                    **data_fields(view.data),
-                }
-                for job_id, when, view in views
-            ]
-        )
-        return EXIT_OK
-    if not views:
+        print_json_lines([_json_line(entry, when_field) for entry in listed])
+    elif not listed:
         print(f"no {state} jobs on queue {rq.keys.name}")
-        return EXIT_OK
+    else:
+        _print_table(rq, listed, state, when_header)
+    return EXIT_OK
+
+
+def _json_line(entry: Listed, when_field: str) -> dict[str, Any]:
+    job_id, when, view = entry
+    return {
+        "id": job_id,
+        when_field: when,
+        "attempt": view.attempt,
+        "error": view.error or view.problem,
+        **data_fields(view.data),
+    }
+
+
+def _print_table(rq: QueueAdmin, listed: list[Listed], state: str, when_header: str) -> None:
+    now = rq.server_time()
     rows = [
         (
             job_id,
@@ -134,13 +140,12 @@ def _list(
             preview(view.data),
             shorten(view.error or view.problem or "", ERROR_CHARS),
         )
-        for job_id, when, view in views
+        for job_id, when, view in listed
     ]
     print(table(("ID", when_header, "", "ATTEMPT", "DATA", "ERROR"), rows))
     total = rq.counts()[state]
-    if total > len(views):
-        print(f"... {len(views)} of {total} {state} jobs shown (--limit N for more)")
-    return EXIT_OK
+    if total > len(listed):
+        print(f"... {len(listed)} of {total} {state} jobs shown (--limit N for more)")
 
 
 def dead_retry(args: argparse.Namespace, rq: QueueAdmin) -> int:

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import signal
 import sys
 from typing import Any
 
-import gevent
-from gevent.event import Event
-
-from gq.cli import ENV_URL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
-from gq.cli.common import CliError, Parser, duration, is_refusal, open_queue, queue_on
+from gq.cli import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from gq.cli.common import (
+    CliError,
+    Parser,
+    add_consumer_timeout_flag,
+    add_url_flag,
+    is_refusal,
+    open_queue,
+    queue_on,
+)
 from gq.cli.logs import scrub, url_secrets
-from gq.connection import DEFAULT_URL, redact_url
+from gq.connection import redact_url
 from gq.redis_admin import registered_queues
+from gq.serving import stop_signals
 
 log = logging.getLogger("gq.worker")
 
@@ -61,14 +65,21 @@ def start_worker_metrics(args: argparse.Namespace, consumer: Any) -> Any:
         return None
     from gq import metrics
 
-    try:
-        metrics.prometheus()
-    except metrics.MetricsUnavailableError as exc:
-        raise CliError(EXIT_USAGE, str(exc)) from None
+    _require_prometheus()
     metrics.enable(consumer, histograms=args.metrics_histograms)
     server = _serve(args.metrics_host, args.metrics_port, None)
     log.info("metrics at http://%s:%d/metrics", args.metrics_host, server.server_port)
     return server
+
+
+def _require_prometheus() -> None:
+    """Exit 2 unless prometheus_client (gq[metrics]) can be imported."""
+    from gq import metrics
+
+    try:
+        metrics.prometheus()
+    except metrics.MetricsUnavailableError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
 
 
 def _serve(host: str, port: int, app: Any) -> Any:
@@ -92,11 +103,7 @@ def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    parser.add_argument(
-        "--url",
-        default=os.environ.get(ENV_URL) or DEFAULT_URL,
-        help=f"Redis URL; default ${ENV_URL}, else {DEFAULT_URL}",
-    )
+    add_url_flag(parser)
     parser.add_argument(
         "--queue",
         dest="queues",
@@ -107,33 +114,25 @@ def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
     )
     parser.add_argument("--port", type=int, required=True, help="port to serve on")
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"default {DEFAULT_HOST}")
-    parser.add_argument(
-        "--consumer-timeout",
-        type=duration,
-        default=120.0,
-        metavar="SECONDS",
-        help="a consumer silent this long is dead (default 60 + 60)",
-    )
+    add_consumer_timeout_flag(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from gq import metrics
 
-    try:
-        metrics.prometheus()
-    except metrics.MetricsUnavailableError as exc:
-        raise CliError(EXIT_USAGE, str(exc)) from None
+    _require_prometheus()
     rq = _connect(args.url, args.queues)
     app = metrics.queue_metrics_wsgi_app(rq.client, args.queues, args.consumer_timeout)
-    server = _serve(args.host, args.port, app)
-    print(
-        f"gq metrics: serving http://{args.host}:{server.server_port}/metrics for "
-        f"{', '.join(args.queues) if args.queues else 'the registered queues'} "
-        f"at {scrub(redact_url(args.url), url_secrets(args.url))}",
-        file=sys.stderr,
-        flush=True,
-    )
-    _wait_for_signal()
+    with stop_signals() as stopping:  # before the server answers: a client may then stop it
+        server = _serve(args.host, args.port, app)
+        print(
+            f"gq metrics: serving http://{args.host}:{server.server_port}/metrics for "
+            f"{', '.join(args.queues) if args.queues else 'the registered queues'} "
+            f"at {scrub(redact_url(args.url), url_secrets(args.url))}",
+            file=sys.stderr,
+            flush=True,
+        )
+        stopping.wait()
     server.stop(timeout=5)
     rq.client.close()
     return EXIT_OK
@@ -155,13 +154,3 @@ def _connect(url: str, queues: list[str] | None) -> Any:
         message = f"cannot use Redis at {redact_url(url)}: {exc}"
         raise CliError(EXIT_UNREACHABLE, scrub(message, url_secrets(url))) from None
     return rq
-
-
-def _wait_for_signal() -> None:
-    stopping = Event()
-    watchers = [gevent.signal_handler(sig, stopping.set) for sig in (signal.SIGINT, signal.SIGTERM)]
-    try:
-        stopping.wait()
-    finally:
-        for watcher in watchers:
-            watcher.cancel()

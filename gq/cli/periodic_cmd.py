@@ -78,26 +78,42 @@ def add_parser(commands: Any, conn: argparse.ArgumentParser) -> None:
         allow_abbrev=False,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    lister = actions.add_parser(
+    _add_list(actions, conn)
+    _add_delete(actions, conn)
+
+
+def _add_list(actions: Any, conn: argparse.ArgumentParser) -> None:
+    lister = _add_action(
+        actions,
+        conn,
         "list",
-        help="each schedule: rule, time zone, last and next occurrence",
-        description="Each schedule the queue's consumers run: rule, time zone, last "
+        "each schedule: rule, time zone, last and next occurrence",
+        "Each schedule the queue's consumers run: rule, time zone, last "
         "occurrence enqueued and the next one.",
-        parents=[conn],
-        allow_abbrev=False,
     )
     lister.add_argument("--json", action="store_true", help="one JSON object a line")
     lister.set_defaults(func=list_schedules)
-    deleter = actions.add_parser(
+
+
+def _add_delete(actions: Any, conn: argparse.ArgumentParser) -> None:
+    deleter = _add_action(
+        actions,
+        conn,
         "delete",
-        help="forget schedules removed from the workers (one still run starts afresh)",
-        description="Forget schedules: their last occurrence and rule. A worker that "
+        "forget schedules removed from the workers (one still run starts afresh)",
+        "Forget schedules: their last occurrence and rule. A worker that "
         "still has one starts it afresh, without catching up.",
-        parents=[conn],
-        allow_abbrev=False,
     )
     deleter.add_argument("names", nargs="+", metavar="NAME", help="schedule names")
     deleter.set_defaults(func=delete_schedules)
+
+
+def _add_action(
+    actions: Any, conn: argparse.ArgumentParser, name: str, help: str, description: str
+) -> Any:
+    return actions.add_parser(
+        name, help=help, description=description, parents=[conn], allow_abbrev=False
+    )
 
 
 def list_schedules(args: argparse.Namespace, rq: QueueAdmin) -> int:

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from gq import job as jobs
 from gq.cli import EXIT_OK, facts_view
 from gq.cli.formatting import age, local_time, print_json_lines, relative, table
 from gq.redis_admin import QueueAdmin
 
-# A consumer is dead once silent for heartbeat_poll_interval + custodian_consumer_timeout,
-# 60 + 60 seconds by default; workers run with other values need --consumer-timeout.
-DEFAULT_CONSUMER_TIMEOUT = 120.0
-
 
 def stats(args: argparse.Namespace, rq: QueueAdmin) -> int:
+    report, ready_age = _stats(rq, args.consumer_timeout)
+    print(json.dumps(report) if args.json else _stats_text(report, ready_age))
+    return EXIT_OK
+
+
+def _stats(rq: QueueAdmin, consumer_timeout: float) -> tuple[dict[str, Any], float | None]:
+    """The report of ``gq stats --json``, and the seconds the next job has been ready."""
     counts = rq.counts()
     consumers = rq.consumers()
     now = rq.server_time()
-    alive = sum(1 for _, seen, _ in consumers if now - seen <= args.consumer_timeout)
+    alive = sum(1 for _, seen, _ in consumers if now - seen <= consumer_timeout)
     head = rq.oldest_ready()
     ready_at = _ready_at(head[1]) if head else None
+    ready_age = None if ready_at is None else now - ready_at
     report = {
         "queue": rq.keys.name,
         **counts,
@@ -31,24 +36,25 @@ def stats(args: argparse.Namespace, rq: QueueAdmin) -> int:
         "next_ready": head[0] if head else None,
         # Seconds the next job has been ready; None for none, or a message without
         # ReadyAt (written by curlyq).
-        "oldest_ready_age": None if ready_at is None else round(max(0.0, now - ready_at), 3),
+        "oldest_ready_age": None if ready_age is None else round(max(0.0, ready_age), 3),
     }
-    if args.json:
-        print(json.dumps(report))
-        return EXIT_OK
-    next_ready = f"  (next: {head[0]}" if head else ""
-    if next_ready:
-        next_ready += f", ready for {age(now - ready_at)})" if ready_at is not None else ")"
+    return report, ready_age
+
+
+def _stats_text(report: dict[str, Any], ready_age: float | None) -> str:
+    next_ready = ""
+    if report["next_ready"] is not None:
+        waited = f", ready for {age(ready_age)}" if ready_age is not None else ""
+        next_ready = f"  (next: {report['next_ready']}{waited})"
     rows = [
         ("queue", report["queue"]),
-        ("ready", f"{counts['ready']}{next_ready}"),
-        ("scheduled", f"{counts['scheduled']}  ({counts['due']} due)"),
+        ("ready", f"{report['ready']}{next_ready}"),
+        ("scheduled", f"{report['scheduled']}  ({report['due']} due)"),
         ("in flight", str(report["in_flight"])),
-        ("dead", str(counts["dead"])),
-        ("consumers", f"{alive} alive, {len(consumers) - alive} dead"),
+        ("dead", str(report["dead"])),
+        ("consumers", f"{report['consumers_alive']} alive, {report['consumers_dead']} dead"),
     ]
-    print("\n".join(f"{name:<11}{value}" for name, value in rows))
-    return EXIT_OK
+    return "\n".join(f"{name:<11}{value}" for name, value in rows)
 
 
 def _ready_at(message: bytes | None) -> float | None:
@@ -63,22 +69,35 @@ def consumers(args: argparse.Namespace, rq: QueueAdmin) -> int:
     now = rq.server_time()
     facts = facts_view.read_facts(rq, [consumer_id for consumer_id, _, _ in found])
     entries = [
-        {
-            "consumer": consumer_id,
-            "last_heartbeat": seen,
-            "seconds_since_heartbeat": round(max(0.0, now - seen), 3),
-            "in_flight": inflight,
-            "alive": now - seen <= args.consumer_timeout,
-            **facts_view.json_fields(fact),
-        }
-        for (consumer_id, seen, inflight), fact in zip(found, facts)
+        _entry(consumer, fact, now, args.consumer_timeout) for consumer, fact in zip(found, facts)
     ]
     if args.json:
         print_json_lines(entries)
-        return EXIT_OK
-    if not entries:
+    elif not entries:
         print(f"no consumers registered on queue {rq.keys.name}")
-        return EXIT_OK
+    else:
+        _print_consumers(entries, facts, now, args.consumer_timeout)
+    return EXIT_OK
+
+
+def _entry(
+    consumer: tuple[str, float, int], facts: dict[str, Any], now: float, consumer_timeout: float
+) -> dict[str, Any]:
+    """One line of ``gq consumers --json``."""
+    consumer_id, seen, inflight = consumer
+    return {
+        "consumer": consumer_id,
+        "last_heartbeat": seen,
+        "seconds_since_heartbeat": round(max(0.0, now - seen), 3),
+        "in_flight": inflight,
+        "alive": now - seen <= consumer_timeout,
+        **facts_view.json_fields(facts),
+    }
+
+
+def _print_consumers(
+    entries: list[dict[str, Any]], facts: list[dict[str, Any]], now: float, consumer_timeout: float
+) -> None:
     rows = [
         (
             e["consumer"],
@@ -94,7 +113,6 @@ def consumers(args: argparse.Namespace, rq: QueueAdmin) -> int:
     print(table(headers, rows))
     if not all(e["alive"] for e in entries):
         print(
-            f"(dead: silent for more than {age(args.consumer_timeout)}, see "
+            f"(dead: silent for more than {age(consumer_timeout)}, see "
             "--consumer-timeout; a live worker's custodian recovers their jobs)"
         )
-    return EXIT_OK

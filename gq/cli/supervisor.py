@@ -64,15 +64,16 @@ KILL_AFTER = 10.0  # seconds between SIGQUIT (second signal) and SIGKILL
 TICK = 1.0  # the longest the loop sleeps without a signal
 
 
+PROCESSES_HELP = """\
+Run several worker processes under one supervisor (for handlers that need more
+than one core). Each child is a full consumer with its own id. The first signal
+stops every child gracefully, a second at once. The supervisor exits 0 when every
+child stopped cleanly, 2 or 3 as below before any child starts, 1 otherwise
+(including children that keep dying at start)."""
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "processes",
-        "Run several worker processes under one supervisor (for handlers that need more\n"
-        "than one core). Each child is a full consumer with its own id. The first signal\n"
-        "stops every child gracefully, a second at once. The supervisor exits 0 when every\n"
-        "child stopped cleanly, 2 or 3 as below before any child starts, 1 otherwise\n"
-        "(including children that keep dying at start).",
-    )
+    group = parser.add_argument_group("processes", PROCESSES_HELP)
     group.add_argument(
         "--processes",
         type=positive_int,
@@ -80,6 +81,14 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="start N worker processes and restart any that dies; without it, "
         "gq-worker runs one consumer in this process",
     )
+    _add_recycling_flags(group)
+    # Set by the supervisor on its children's command lines only.
+    parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child-slot", type=int, default=0, help=argparse.SUPPRESS)
+
+
+def _add_recycling_flags(group: argparse._ArgumentGroup) -> None:
+    """When a child is replaced by a fresh one (leaky handlers)."""
     group.add_argument(
         "--max-jobs-per-child",
         type=positive_int,
@@ -94,9 +103,6 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         help="replace a child gracefully once its resident memory passes MB mebibytes "
         "(checked every 2 s); needs --processes",
     )
-    # Set by the supervisor on its children's command lines only.
-    parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--child-slot", type=int, default=0, help=argparse.SUPPRESS)
 
 
 def main(argv: list[str]) -> int:

@@ -34,10 +34,12 @@ from gq.cli.common import (
 from gq.cli.monitor import burst_loop, report_loop
 from gq.cli.options import add_option_flags, consumer_options
 from gq.cli.periodic_cmd import add_worker_flag, load_schedules
-from gq.cli.supervised import check_flags, child_for  # a child of --processes
+from gq.cli.supervised import Child, check_flags, child_for  # a child of --processes
 from gq.cli.supervisor import add_flags as add_process_flags
 from gq.connection import redact_url
 from gq.errors import ConfigurationError
+from gq.periodic import Periodic
+from gq.redis_base import ScriptedQueue
 from gq.redis_queue import RedisQueue
 
 log = logging.getLogger("gq.worker")
@@ -71,6 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit (code 0) once nothing is ready, nothing is due and nothing "
         "is in flight for this worker",
     )
+    _add_logging_flags(parser)
+    add_worker_flag(parser)
+    metrics_cmd.add_worker_flags(parser)
+    parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
+    add_option_flags(parser)
+    add_process_flags(parser)
+    return parser
+
+
+def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
+    """What the worker logs, how, and how often it logs its counts."""
     parser.add_argument(
         "--log-level", default="INFO", type=str.upper, choices=logs.LEVELS, help="default INFO"
     )
@@ -87,12 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="log done/failed/retried/killed and the rate this often; 0 turns it off; default 60",
     )
-    add_worker_flag(parser)
-    metrics_cmd.add_worker_flags(parser)
-    parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
-    add_option_flags(parser)
-    add_process_flags(parser)
-    return parser
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -111,41 +118,62 @@ def _run(args: argparse.Namespace) -> int:
     queue = queue_specs(args.queue)
     handler = load_handler(args.handler)
     periodic = load_schedules(args.periodic)  # exit 2 if one is bad
+    consumer = _consumer(args, queue, periodic)
+    rq = open_queue(args.url, consumer.queue, max_connections=2)  # exit 3 if unreachable
+    child = child_for(args, consumer)  # None unless run by --processes
+    _log_start(args, consumer)
+    server = _start_metrics(args, consumer, rq)
+    rqs = [RedisQueue(rq.client, name) for name in consumer.queues]
+    watchers = _start_watchers(args, consumer, rqs) + (child.start() if child else [])
     try:
-        consumer = gq.Consumer(queue, url=args.url, periodic=periodic, **consumer_options(args))
+        clean = _consume(consumer, child, handler)
+    finally:
+        gevent.killall(watchers)
+        if server is not None:
+            server.stop(timeout=1)
+        rq.client.close()
+    if not clean:
+        return EXIT_FATAL
+    return child.exit_code if child else EXIT_OK
+
+
+def _consumer(
+    args: argparse.Namespace, queue: str | list[str] | dict[str, int], periodic: list[Periodic]
+) -> gq.Consumer:
+    """The consumer the flags describe (exit 2 for a bad option, 3 if Redis is refused)."""
+    try:
+        return gq.Consumer(queue, url=args.url, periodic=periodic, **consumer_options(args))
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built
         raise CliError(
             EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {exc}"
         ) from None
-    rq = open_queue(args.url, consumer.queue, max_connections=2)  # exit 3 if unreachable
-    child = child_for(args, consumer)  # None unless run by --processes
-    _log_start(args, consumer)
+
+
+def _start_metrics(args: argparse.Namespace, consumer: gq.Consumer, rq: ScriptedQueue) -> Any:
+    """The metrics server, or None; ``rq``'s connections are closed if it cannot start."""
     try:
-        server = metrics_cmd.start_worker_metrics(args, consumer)
+        return metrics_cmd.start_worker_metrics(args, consumer)
     except CliError:
         rq.client.close()
         raise
-    rqs = [RedisQueue(rq.client, name) for name in consumer.queues]
-    watchers = _start_watchers(args, consumer, rqs) + (child.start() if child else [])
+
+
+def _consume(consumer: gq.Consumer, child: Child | None, handler: Callable[..., Any]) -> bool:
+    """Run until stopped; False after logging the error that ended the run."""
     try:
         (child.consume if child else consumer.consume)(handler)
     except gq.PermissionDeniedError as exc:
         if exc.process is None:  # refused at start (the registration): as unreachable
             raise CliError(EXIT_UNREACHABLE, str(exc)) from None
         log.error("%s: stopped on a fatal error: %s", consumer.context, exc)
-        return EXIT_FATAL
+        return False
     except Exception as exc:
         expected = isinstance(exc, (gq.GQError, redis.RedisError))
         log.error("%s: stopped on a fatal error: %s", consumer.context, exc, exc_info=not expected)
-        return EXIT_FATAL
-    finally:
-        gevent.killall(watchers)
-        if server is not None:
-            server.stop(timeout=1)
-        rq.client.close()
-    return child.exit_code if child else EXIT_OK
+        return False
+    return True
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
