@@ -55,3 +55,23 @@ def hang(job: gq.Job) -> None:
     """Record the start, then never finish (until the process is stopped)."""
     _redis().rpush(_key("started"), job.id)
     gevent.sleep(3600)
+
+
+# Running at once, over every process: the ids running now (a set) and the most seen.
+_ENTER = """
+redis.call('SADD', KEYS[1], ARGV[1])
+local n = redis.call('SCARD', KEYS[1])
+if n > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], n) end
+return n
+"""
+
+
+def concurrent(job: gq.Job) -> None:
+    """Record how many jobs run at once over all workers (``<queue>:test:running``, a set
+    of ids, and ``<queue>:test:peak``), wait as long as the job says, record it as done."""
+    client = _redis()
+    client.eval(_ENTER, 2, _key("running"), _key("peak"), job.id)
+    try:
+        record(job)
+    finally:
+        client.srem(_key("running"), job.id)
