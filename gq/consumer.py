@@ -70,20 +70,9 @@ class Consumer:
         self.queues = list(weights)
         self.queue = self.queues[0]
         self._weights = weights if isinstance(queue, Mapping) else None
-        unknown = set(options) - set(ConsumerOptions.names())
-        if unknown:
-            raise ConfigurationError(f"unknown consumer option(s): {', '.join(sorted(unknown))}")
-        self.opts = ConsumerOptions(**options)
+        self.opts = _options(options)
         self.id = str(uuid.uuid4())
-        # The blocking wait for the signal lasts poller_poll_duration: reads may take
-        # that long, and only a silence well beyond it means the connection is gone.
-        client = resolve_client(
-            url,
-            client,
-            max_connections=POOL_CONNECTIONS,
-            socket_timeout=self.opts.poller_poll_duration + 10.0,
-            socket_connect_timeout=10.0,
-        )
+        client = _client(url, client, self.opts)
         self._queues = {name: RedisQueue(client, name) for name in self.queues}
         self._queue = self._queues[self.queue]
         self.inflight_key = self._queue.keys.inflight(self.id)
@@ -503,6 +492,25 @@ class Consumer:
             log.info("%s: trimmed %d dead job(s), dropped %d stale recovery count(s)",
                      self.context, trimmed, dropped)  # fmt: skip
         return trimmed
+
+
+def _options(options: dict[str, Any]) -> ConsumerOptions:
+    unknown = set(options) - set(ConsumerOptions.names())
+    if unknown:
+        raise ConfigurationError(f"unknown consumer option(s): {', '.join(sorted(unknown))}")
+    return ConsumerOptions(**options)
+
+
+def _client(url: str | None, client: Any, opts: ConsumerOptions) -> Any:
+    # The blocking wait for the signal lasts poller_poll_duration: reads may take that
+    # long, and only a silence well beyond it means the connection is gone.
+    return resolve_client(
+        url,
+        client,
+        max_connections=POOL_CONNECTIONS,
+        socket_timeout=opts.poller_poll_duration + 10.0,
+        socket_connect_timeout=10.0,
+    )
 
 
 def _queue_weights(queue: Queues) -> dict[str, int]:
