@@ -178,7 +178,18 @@ class Poller:
         count = min(self.prefetch.room(), MAX_BATCH)
         source.more_ready = False
         source.fetch_unsure = True  # until its jobs are buffered or discarded
-        fetched = source.queue.fetch(self._consumer_id, count, idle=processor.idle())
+        carried = processor.carry_acks(source.name)
+        try:
+            fetched = source.queue.fetch(
+                self._consumer_id,
+                count,
+                idle=processor.idle_once_carried(),
+                acks=[job.id for job in carried],
+            )
+        except BaseException:
+            processor.carried_acks(carried, None)  # the acker sends them again
+            raise
+        processor.carried_acks(carried, fetched.acked)
         self.prefetch.measured()
         self._isolate = fetched.suspect
         # A batch cut short before a suspect leaves jobs behind it: look again at once. A

@@ -52,6 +52,7 @@ class Fetched(list[tuple[str, Optional[bytes]]]):
         super().__init__(pairs)
         self.state = state
         self.wait = wait
+        self.acked: list[bool] = []  # one flag per id acknowledged with the fetch
 
     @property
     def suspect(self) -> bool:
@@ -119,32 +120,31 @@ class RedisQueue(ScriptedQueue):
             time.sleep(min(timeout, OOM_POLL))  # gevent.sleep in a patched process
             return True
 
-    def fetch(self, consumer_id: str, count: int, *, idle: bool = True) -> Fetched:
-        """Take up to ``count`` jobs into this consumer's in-flight set: (id, message or None).
+    def fetch(
+        self, consumer_id: str, count: int, *, idle: bool = True, acks: Sequence[str] = ()
+    ) -> Fetched:
+        """Acknowledge ``acks`` (ids this consumer finished: ack.lua's work, riding on the
+        fetch to save a round trip), then take up to ``count`` jobs into this consumer's
+        in-flight set: (id, message or None), and ``Fetched.acked``, one flag per ack.
 
         A job recovered from a crashed consumer (a suspect) comes alone, and only when
-        ``idle`` (this consumer runs nothing); ``Fetched.suspect`` says a suspect is in the
-        batch, or, in an empty batch, that one waits for this consumer to be idle.
+        ``idle`` (this consumer runs nothing once ``acks`` are done); ``Fetched.suspect``
+        says a suspect is in the batch, or, in an empty batch, that one waits for this
+        consumer to be idle. ``Fetched.state`` says what flow control decided.
         """
         k = self.keys
         inflight = k.inflight(consumer_id)
         reply = self._run(
             "fetch",
-            [
-                k.consumers,
-                k.active,
-                inflight,
-                k.data,
-                k.signal,
-                k.recovered,
-                k.flow,
-                k.held,
-                k.rate,
-            ],
-            [inflight, min(count, MAX_BATCH), "1" if idle else "0"],
-        )
-        pairs = ((as_text(reply[i]), reply[i + 1]) for i in range(2, len(reply), 2))
-        return Fetched(pairs, as_text(reply[0]), int(reply[1]) / 1000)
+            [k.consumers, k.active, inflight, k.data, k.signal, k.recovered, k.flow, k.held,
+             k.rate, k.cancelled],
+            [inflight, min(count, MAX_BATCH), "1" if idle else "0", *acks[:MAX_BATCH]],
+        )  # fmt: skip
+        first = 3 + int(reply[2])
+        pairs = ((as_text(reply[i]), reply[i + 1]) for i in range(first, len(reply), 2))
+        fetched = Fetched(pairs, as_text(reply[0]), int(reply[1]) / 1000)
+        fetched.acked = [bool(flag) for flag in reply[3:first]]
+        return fetched
 
     def ack(self, consumer_id: str, ids: Sequence[str]) -> list[bool]:
         """Acknowledge the jobs this consumer owns: True per id acknowledged, False if not owned."""
