@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from gq import job as jobs
-from gq.cli import EXIT_OK, facts_view
+from gq.cli import EXIT_OK, facts_view, flow_cmd
 from gq.cli.formatting import age, local_time, print_json_lines, relative, table
+from gq.queue import stats as queue_stats
 from gq.redis_admin import QueueAdmin
 
 # A consumer is dead once silent for heartbeat_poll_interval + custodian_consumer_timeout,
@@ -16,46 +16,25 @@ DEFAULT_CONSUMER_TIMEOUT = 120.0
 
 
 def stats(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    counts = rq.counts()
-    consumers = rq.consumers()
-    now = rq.server_time()
-    alive = sum(1 for _, seen, _ in consumers if now - seen <= args.consumer_timeout)
-    head = rq.oldest_ready()
-    ready_at = _ready_at(head[1]) if head else None
-    report = {
-        "queue": rq.keys.name,
-        **counts,
-        "in_flight": sum(inflight for _, _, inflight in consumers),
-        "consumers_alive": alive,
-        "consumers_dead": len(consumers) - alive,
-        "next_ready": head[0] if head else None,
-        # Seconds the next job has been ready; None for none, or a message without
-        # ReadyAt (written by curlyq).
-        "oldest_ready_age": None if ready_at is None else round(max(0.0, now - ready_at), 3),
-    }
+    report = queue_stats(rq, args.consumer_timeout)
     if args.json:
         print(json.dumps(report))
         return EXIT_OK
-    next_ready = f"  (next: {head[0]}" if head else ""
+    next_ready = f"  (next: {report['next_ready']}" if report["next_ready"] else ""
     if next_ready:
-        next_ready += f", ready for {age(now - ready_at)})" if ready_at is not None else ")"
+        waited = report["oldest_ready_age"]
+        next_ready += f", ready for {age(waited)})" if waited is not None else ")"
     rows = [
         ("queue", report["queue"]),
-        ("ready", f"{counts['ready']}{next_ready}"),
-        ("scheduled", f"{counts['scheduled']}  ({counts['due']} due)"),
+        ("ready", f"{report['ready']}{next_ready}"),
+        ("scheduled", f"{report['scheduled']}  ({report['due']} due)"),
         ("in flight", str(report["in_flight"])),
-        ("dead", str(counts["dead"])),
-        ("consumers", f"{alive} alive, {len(consumers) - alive} dead"),
+        ("dead", str(report["dead"])),
+        ("consumers", f"{report['consumers_alive']} alive, {report['consumers_dead']} dead"),
+        *flow_cmd.stats_rows(report),
     ]
     print("\n".join(f"{name:<11}{value}" for name, value in rows))
     return EXIT_OK
-
-
-def _ready_at(message: bytes | None) -> float | None:
-    try:
-        return None if message is None else jobs.decode_ready_at(message)
-    except jobs.MessageDecodeError:
-        return None
 
 
 def consumers(args: argparse.Namespace, rq: QueueAdmin) -> int:
