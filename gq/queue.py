@@ -148,7 +148,12 @@ def _checked_rate(rate: Rate | None) -> tuple[int | None, int | None]:
         raise ConfigurationError(f"rate must be (jobs, seconds) or None, not {rate!r}") from None
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ConfigurationError(f"a rate limit needs at least 1 job per period, not {count!r}")
-    period_ms = round(float(seconds) * 1000)
+    try:
+        period_ms = round(float(seconds) * 1000)
+    except (TypeError, ValueError, OverflowError):  # not a number, NaN, infinite
+        raise ConfigurationError(
+            f"a rate limit's period must be seconds, not {seconds!r}"
+        ) from None
     if not period_ms >= 1:
         raise ConfigurationError(f"a rate limit's period must be at least 1 ms, not {seconds!r}")
     return count, period_ms

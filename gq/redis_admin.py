@@ -31,9 +31,10 @@ class QueueAdmin(ScriptedQueue):
         pipe = self.client.pipeline(transaction=False)
         pipe.hmget(k.flow, ["paused", "rate", "period", "concurrency", "hold_until"])
         pipe.hvals(k.held)
-        pipe.time()
-        (paused, rate, period, concurrency, hold), held, (seconds, micros) = pipe.execute()
-        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        (paused, rate, period, concurrency, hold), held = pipe.execute()
+        # The hold is on the server's clock: read it only when there is one (on a cluster,
+        # from the node that holds the queue; a cluster pipeline cannot send TIME).
+        now_ms = self.server_time() * 1000 if hold is not None else 0.0
         return FlowState(
             paused=paused == b"1",
             rate=None if rate is None else (int(rate), int(period) / 1000),

@@ -98,6 +98,12 @@ def test_stats_counts_every_state(redis_server: RedisServer, rq: BothSides) -> N
         "consumers_alive": 1,
         "consumers_dead": 1,
         "next_ready": ready[0],
+        # flow control (SPEC section 9; tests/test_flow_cli.py): none set
+        "paused": False,
+        "rate_limit": None,
+        "concurrency_limit": None,
+        "held": 1,
+        "held_back_seconds": 0.0,
     }
     code, out, err = gq_cmd(rq, redis_server, "stats")
     assert code == 0, err

@@ -159,7 +159,7 @@ def test_gq_stats_takes_a_cluster_url(cluster: Cluster) -> None:
         bad = run(ADMIN, "stats", "--queue", "no-tag", env=env_for(cluster.url, None))
         assert bad.returncode == 2 and "hash tag" in bad.stderr, bad.stderr
     finally:
-        producer._queue.delete_queue()
+        BothSides(producer._queue.client, queue).delete_queue()
         producer.close()
 
 

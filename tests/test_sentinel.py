@@ -51,9 +51,9 @@ def test_producer_and_worker_on_a_sentinel_url(sentinel: SentinelSetup, tmp_path
         worker = run(WORKER, "builtins:id", "--queue", queue, "--burst",
                      env=env_for(sentinel.url, None), timeout=30)  # fmt: skip
         assert worker.returncode == 0, worker.stderr
-        assert producer._queue.counts()["ready"] == 0
+        assert BothSides(producer._queue.client, queue).counts()["ready"] == 0
     finally:
-        producer._queue.delete_queue()
+        BothSides(producer._queue.client, queue).delete_queue()
         producer.close()
 
 

@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ACL_COMMANDS = (
     "+ping +select +time +evalsha +eval +script|load +script|exists "
     "+blmove +blpop +lmove +brpoplpush +del +exists +type "
-    "+hdel +hexists +hget +hgetall +hincrby +hlen +hmget +hscan +hset +hsetnx "
-    "+llen +lindex +lpush +rpush +lrange +ltrim +sadd +scard +smembers +spop +srem "
-    "+zadd +zcard +zcount +zrange +zrangebyscore +zrem +zscore "
+    "+hdel +hexists +hget +hgetall +hincrby +hkeys +hlen +hmget +hscan +hset +hsetnx +hvals "
+    "+llen +lindex +lpush +rpush +lrange +lrem +ltrim +sadd +scard +smembers +spop +srem "
+    "+zadd +zcard +zcount +zrange +zrangebyscore +zrem +zremrangebyscore +zscore "
     "+get +set +expire +sscan"
 )
 
@@ -76,13 +76,13 @@ def test_rediss_with_the_ca_works_and_checks_certificates(
         kwargs = producer._queue.client.connection_pool.connection_kwargs
         assert kwargs.get("ssl_cert_reqs", "required") == "required"
         producer.perform(b"over tls")
-        assert producer._queue.counts()["ready"] == 1
+        assert BothSides(producer._queue.client, queue).counts()["ready"] == 1
         worker = run(WORKER, "builtins:id", "--queue", queue, "--burst",
                      env=env_for(url, None), timeout=30)  # fmt: skip
         assert worker.returncode == 0, worker.stderr
-        assert producer._queue.counts()["ready"] == 0
+        assert BothSides(producer._queue.client, queue).counts()["ready"] == 0
     finally:
-        producer._queue.delete_queue()
+        BothSides(producer._queue.client, queue).delete_queue()
         producer.close()
 
 
@@ -274,7 +274,7 @@ def test_a_message_over_the_limit_is_refused_before_anything_is_written() -> Non
         producer.perform_after(5, big)
     with pytest.raises(gq.MessageTooLargeError):
         producer.perform_many([b"small", big, b"small too"])
-    assert producer._queue.counts() == {"ready": 0, "scheduled": 0, "due": 0, "dead": 0}
+    assert BothSides(producer._queue.client, queue).counts() == {"ready": 0, "scheduled": 0, "due": 0, "dead": 0}
     assert producer.perform(b"x" * 900)
     assert gq.Producer(queue, url=url, max_message_bytes=None).perform(b"x" * 2_000_000)
     with pytest.raises(gq.MessageTooLargeError):  # the default: 1 MiB

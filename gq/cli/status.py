@@ -6,44 +6,22 @@ import argparse
 import json
 from typing import Any
 
-from gq import job as jobs
-from gq.cli import EXIT_OK, facts_view
+from gq.cli import EXIT_OK, facts_view, flow_cmd
 from gq.cli.formatting import age, local_time, print_json_lines, relative, table
+from gq.queue import stats as queue_stats
 from gq.redis_admin import QueueAdmin
 
 
 def stats(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    report, ready_age = _stats(rq, args.consumer_timeout)
-    print(json.dumps(report) if args.json else _stats_text(report, ready_age))
+    report = queue_stats(rq, args.consumer_timeout)
+    print(json.dumps(report) if args.json else _stats_text(report))
     return EXIT_OK
 
 
-def _stats(rq: QueueAdmin, consumer_timeout: float) -> tuple[dict[str, Any], float | None]:
-    """The report of ``gq stats --json``, and the seconds the next job has been ready."""
-    counts = rq.counts()
-    consumers = rq.consumers()
-    now = rq.server_time()
-    alive = sum(1 for _, seen, _ in consumers if now - seen <= consumer_timeout)
-    head = rq.oldest_ready()
-    ready_at = _ready_at(head[1]) if head else None
-    ready_age = None if ready_at is None else now - ready_at
-    report = {
-        "queue": rq.keys.name,
-        **counts,
-        "in_flight": sum(inflight for _, _, inflight in consumers),
-        "consumers_alive": alive,
-        "consumers_dead": len(consumers) - alive,
-        "next_ready": head[0] if head else None,
-        # Seconds the next job has been ready; None for none, or a message without
-        # ReadyAt (written by curlyq).
-        "oldest_ready_age": None if ready_age is None else round(max(0.0, ready_age), 3),
-    }
-    return report, ready_age
-
-
-def _stats_text(report: dict[str, Any], ready_age: float | None) -> str:
+def _stats_text(report: dict[str, Any]) -> str:
     next_ready = ""
     if report["next_ready"] is not None:
+        ready_age = report["oldest_ready_age"]
         waited = f", ready for {age(ready_age)}" if ready_age is not None else ""
         next_ready = f"  (next: {report['next_ready']}{waited})"
     rows = [
@@ -53,15 +31,9 @@ def _stats_text(report: dict[str, Any], ready_age: float | None) -> str:
         ("in flight", str(report["in_flight"])),
         ("dead", str(report["dead"])),
         ("consumers", f"{report['consumers_alive']} alive, {report['consumers_dead']} dead"),
+        *flow_cmd.stats_rows(report),
     ]
     return "\n".join(f"{name:<11}{value}" for name, value in rows)
-
-
-def _ready_at(message: bytes | None) -> float | None:
-    try:
-        return None if message is None else jobs.decode_ready_at(message)
-    except jobs.MessageDecodeError:
-        return None
 
 
 def consumers(args: argparse.Namespace, rq: QueueAdmin) -> int:

@@ -54,6 +54,7 @@ _ROUTE_TABLE: list[tuple[str, str, Handler]] = [
     ("GET", r"/queues/(?P<name>.+?)/job", pages.job),
     ("POST", r"/queues/(?P<name>.+?)/dead/(?P<verb>retry|delete)", pages.dead_action),
     ("POST", r"/queues/(?P<name>.+?)/scheduled/(?P<verb>run|delete)", pages.scheduled_action),
+    ("POST", r"/queues/(?P<name>.+?)/(?P<verb>pause|resume)", pages.flow_action),
     ("GET", r"/queues/(?P<name>.+)", pages.queue),
 ]
 ROUTES = [(method, re.compile(pattern), handler) for method, pattern, handler in _ROUTE_TABLE]

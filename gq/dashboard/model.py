@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from gq import job as jobs
+from gq.queue import flow_report
 from gq.redis_admin import QueueAdmin
 
 Entry = tuple[str, float, Optional[bytes]]
@@ -48,6 +49,12 @@ def summary(rq: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
         "oldest_ready_age": oldest_ready_age(rq, now),
         "now": now,
     }
+
+
+def flow(rq: QueueAdmin) -> dict[str, Any]:
+    """Paused, the limits, the jobs held now and the seconds a RateLimited holds the queue
+    back: the fields ``gq stats --json`` shows (gq.queue.flow_report)."""
+    return flow_report(rq.flow())
 
 
 def oldest_ready_age(rq: QueueAdmin, now: float) -> float | None:

@@ -29,6 +29,8 @@ MESSAGES = {
     "retried": "{n} job(s) queued again.",
     "deleted": "{n} job(s) deleted.",
     "ran": "{n} job(s) moved to the queue to run now.",
+    "paused": "Queue paused: consumers fetch nothing until it is resumed.",
+    "resumed": "Queue resumed.",
     "none": "No job was selected.",
 }
 
@@ -60,8 +62,10 @@ def queue(d: Dashboard, request: Request, name: str) -> Response:
         request,
         "queue.html",
         queue=model.summary(rq, d.consumer_timeout),
+        flow=model.flow(rq),
         consumers=model.consumers(rq, d.consumer_timeout),
         chart=chart.throughput(model.history(rq, 60)),
+        message=_message(request),
     )
 
 
@@ -144,6 +148,13 @@ def scheduled_action(d: Dashboard, request: Request, name: str, verb: str) -> Re
     return _after(request, name, "/scheduled", "deleted" if verb == "delete" else "ran", done)
 
 
+def flow_action(d: Dashboard, request: Request, name: str, verb: str) -> Response:
+    """Pause or resume the queue (read-only mode and the CSRF check came first)."""
+    pause = verb == "pause"
+    d.queue(name).set_paused(pause)
+    return redirect(f"{queue_url(request, name)}?done={'paused' if pause else 'resumed'}")
+
+
 def _retry_dead(rq: QueueAdmin) -> Operation:
     # Attempts are kept, as `gq dead retry` keeps them by default: a job that fails again
     # goes straight back to dead rather than through its whole retry schedule.
@@ -203,7 +214,7 @@ def api_queues(d: Dashboard, request: Request) -> Response:
 
 def api_queue(d: Dashboard, request: Request, name: str) -> Response:
     rq = d.queue(name)
-    summary = model.summary(rq, d.consumer_timeout)
+    summary = {**model.summary(rq, d.consumer_timeout), **model.flow(rq)}
     return json_response({**summary, "consumers": model.consumers(rq, d.consumer_timeout)})
 
 
