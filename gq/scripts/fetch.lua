@@ -1,4 +1,4 @@
--- include: chunk, oom, recovery, types, flow
+-- include: chunk, oom, recovery, types, flow, ack
 -- fetch: acknowledge the ids this consumer finished (the acks that ride on the fetch, as
 -- ack.lua does), then take up to n ids from the head of the active list into this
 -- consumer's in-flight set and return them with their messages, in queue order, within
@@ -34,26 +34,6 @@ pass_at_maxmemory('SREM', KEYS[3])  -- runs at maxmemory too (lib/oom.lua)
 -- gq's own keys, whose wrong type would only show after the jobs were taken.
 check_types({KEYS[4], 'hash', KEYS[6], 'hash', KEYS[7], 'hash', KEYS[8], 'hash',
              KEYS[9], 'string', KEYS[10], 'zset'})
-
-local function acknowledge()
-  local flags, owned = {}, {}
-  for i = 4, #ARGV do
-    if redis.call('SREM', KEYS[3], ARGV[i]) == 1 then
-      owned[#owned + 1] = ARGV[i]
-      flags[#flags + 1] = 1
-    else
-      flags[#flags + 1] = 0
-    end
-  end
-  if #owned > 0 then
-    redis.call('HDEL', KEYS[4], unpack(owned, 1, #owned))
-    redis.call('HDEL', KEYS[6], unpack(owned, 1, #owned))
-    if redis.call('EXISTS', KEYS[10]) == 1 then
-      redis.call('ZREM', KEYS[10], unpack(owned, 1, #owned))
-    end
-  end
-  return flags, #owned
-end
 
 -- How many may be taken, or why none: (n, state, wait ms, now, rate, period).
 local function allowance(n)
@@ -101,7 +81,7 @@ local function head(n)
   return ids, available
 end
 
-local flags, acked = acknowledge()
+local flags, acked = acknowledge(KEYS[3], KEYS[4], KEYS[6], KEYS[10], {unpack(ARGV, 4, #ARGV)})
 local wanted = tonumber(ARGV[2])
 local n, state, wait, now, rate, period = allowance(wanted)
 local ids, available = {}, 0
