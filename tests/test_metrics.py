@@ -239,6 +239,17 @@ def test_above_the_sampling_rate_about_sample_above_jobs_a_second_are_timed(
     assert jobs.decode(jobs.encode(gq.Job("k"))).sample_weight == 1
 
 
+def test_a_fast_worker_samples_after_rate_jobs_not_a_whole_window(
+    sampling: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics, "RATE_WINDOW", 3600.0)  # never over, however slow the host
+    recorder = metrics.PrometheusRecorder("q")
+    recorder.done(metrics.RATE_JOBS - 1)
+    assert metrics.SAMPLING.every == 1  # too few jobs, too short a time to tell
+    recorder.done(1)  # RATE_JOBS jobs well within RATE_WINDOW s: above SAMPLE_ABOVE jobs/s
+    assert metrics.SAMPLING.every > 1
+
+
 def test_the_processor_times_the_jobs_decode_picked_and_counts_them_by_weight(
     backend: Backend, sampling: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
