@@ -9,9 +9,10 @@ Two sources, each a custom collector that reads its numbers at scrape time:
   ``queue_metrics_wsgi_app``): jobs per state, the oldest ready job's age, consumers
   alive and dead, one round trip per queue per scrape.
 
-Counting costs the hot path two clock reads and two list appends per job: the values
-are counted into plain bucket lists in bulk and turned into metric families only when
-scraped, so no lock, label lookup or client object is touched per job.
+Counting costs a job one decrement in ``gq.job.decode`` and one attribute read in the
+processor: the histograms time a sample of the jobs (at most about ``SAMPLE_ABOVE`` a
+second, see ``Sampling``), counted into plain bucket lists and turned into metric families
+only when scraped, so no lock, label lookup or client object is touched per job.
 ``prometheus_client`` (the extra ``gq[metrics]``) is imported only here and only when
 metrics are used.
 """
@@ -19,9 +20,10 @@ metrics are used.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
-from bisect import bisect_right
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable
@@ -84,11 +86,7 @@ def prometheus() -> Any:
 
 
 class Buckets:
-    """A histogram's counts per bucket and sum, as plain numbers.
-
-    Values are added in bulk (``add_values``): sorting a batch in C and cutting it at each
-    bound costs less per value than a search per value at the moment it is observed.
-    """
+    """A histogram's counts per bucket and sum, as plain numbers."""
 
     __slots__ = ("bounds", "counts", "total")
 
@@ -97,23 +95,12 @@ class Buckets:
         self.counts = [0] * (len(self.bounds) + 1)  # the last is +Inf
         self.total = 0.0
 
-    def observe(self, value: float) -> None:
-        self.add_values([value])
-
-    def add_values(self, values: list[float]) -> None:
-        """Count ``values`` (sorted in place); negative ones count as 0."""
-        if not values:
-            return
-        values.sort()
-        if values[0] < 0.0:  # a producer's clock ahead of this host's
-            values[:] = [max(0.0, v) for v in values]
-        below = 0
-        for i, bound in enumerate(self.bounds):
-            upto = bisect_right(values, bound, below)  # le is inclusive
-            self.counts[i] += upto - below
-            below = upto
-        self.counts[-1] += len(values) - below
-        self.total += sum(values)
+    def observe(self, value: float, weight: int = 1) -> None:
+        """Count ``value`` ``weight`` times; a negative one counts as 0 (a producer's
+        clock ahead of this host's)."""
+        value = max(0.0, value)
+        self.counts[bisect_left(self.bounds, value)] += weight  # le is inclusive
+        self.total += value * weight
 
     def add(self, other: Buckets) -> None:
         self.counts = [a + b for a, b in zip(self.counts, other.counts)]
@@ -127,90 +114,92 @@ class Buckets:
         return out
 
 
-# Observations held before they are counted into the buckets (a few tens of KiB).
-PENDING_MAX = 4096
-# Above this many jobs per second, one handler in SAMPLE_EVERY is timed, and its values
-# count SAMPLE_EVERY times: two clock reads per job cost a noop drain ~20%, sampled ~2%
-# (benchmarks/metrics_cost.py). The histograms' buckets, sum and count are estimates then;
-# gq_jobs_total stays exact. Below it, every job is timed.
+# Above this many jobs per second (the process's, measured over RATE_WINDOW s from the
+# acknowledgement batches), the histograms time about this many jobs a second, whatever
+# the rate: gq.job.decode picks each job with probability 1 / every (every = the rate
+# over SAMPLE_ABOVE, rounded up), and a picked job's duration and wait count ``every``
+# times. The histograms' buckets, sum and count are then estimates, unbiased (every job
+# has the same chance, whatever its queue or its place in the stream); gq_jobs_total
+# stays exact. Below it every job is timed and the histograms are exact.
 SAMPLE_ABOVE = 1000.0
-SAMPLE_EVERY = 16
+# The rate is measured over RATE_WINDOW s or RATE_JOBS jobs, whichever comes first: at
+# 100k jobs/s a worker's first 0.1 s would be 10,000 jobs all timed.
 RATE_WINDOW = 0.1
+RATE_JOBS = 1000
+
+
+class Sampling:
+    """The process's job rate and the sampling it sets in ``gq.job`` (one per process:
+    decode() does not know which consumer a job goes to)."""
+
+    def __init__(self) -> None:
+        self.every = 0
+        self._start, self._done = perf_counter(), 0
+
+    def restart(self) -> None:
+        """Time every job until the rate is measured (a recorder starts)."""
+        self._set(1)
+        self._start, self._done = perf_counter(), 0
+
+    def count(self, done: int) -> None:
+        """``done`` more jobs were acknowledged."""
+        self._done += done
+        elapsed = perf_counter() - self._start
+        if elapsed >= RATE_WINDOW or self._done >= RATE_JOBS:
+            rate = self._done / max(elapsed, 0.001)  # one huge batch at once: not / 0
+            self._set(max(1, math.ceil(rate / SAMPLE_ABOVE)))
+            self._start, self._done = perf_counter(), 0
+
+    def _set(self, every: int) -> None:
+        if every != self.every:
+            self.every = every
+            jobs.sample(every)
+
+
+SAMPLING = Sampling()
 
 
 class PrometheusRecorder(Recorder):
-    """A Recorder that also times each handler and its wait since the job was ready.
+    """A Recorder that also times the sampled jobs' handlers and their wait since ready.
 
-    The per-job hooks only append the measured value to a list; the values are counted
-    into the buckets in bulk, per acknowledgement batch once ``PENDING_MAX`` are held, and
-    at each scrape (``flush``). Everything runs on the worker's one thread (the server is
-    a greenlet), so nothing is locked.
+    The processor calls the hooks only for the jobs decode() picked (``Job.sample_weight``,
+    about ``SAMPLE_ABOVE`` a second at most), so each counts its value into the buckets
+    at once. Everything runs on the worker's one thread (the server is a greenlet), so
+    nothing is locked.
     """
 
     def __init__(self, queue: str, *, histograms: bool = True) -> None:
         super().__init__(queue)
-        # Without histograms the processor calls no hook: counters and gauges only, and
-        # nothing per job (for workers whose handlers take a few microseconds).
-        self.timed = histograms
+        # Without histograms: counters and gauges, nothing per job. The hooks still run
+        # for jobs picked for another consumer of the process, and count nothing.
+        self.histograms = histograms
         if histograms:
-            jobs.keep_ready_at()  # the wait needs each message's ReadyAt from now on
+            SAMPLING.restart()
         self.duration = Buckets(DURATION_BUCKETS)
         self.wait = Buckets(WAIT_BUCKETS)
-        self._durations: list[float] = []
-        self._waits: list[float] = []
         self._sync_clock()
-        self._window_start, self._window_done = perf_counter(), 0
 
     def _sync_clock(self) -> None:
         # One clock read per hook: wall time = perf_counter() + this (re-read per ack
         # batch, so an NTP step shows in the wait for one batch at most).
         self._wall = time.time() - perf_counter()
 
-    # The two hooks below run for every job: one clock read and one append each.
-
     def started(self, job: Job) -> float:
         now = perf_counter()
         ready_at = job.ready_at
-        if ready_at is not None:  # None: a curlyq message, which does not say
-            self._hold(self._waits, now + self._wall - ready_at)
+        if ready_at is not None and self.histograms:  # None: a curlyq message
+            self.wait.observe(now + self._wall - ready_at, job.sample_weight)
         return now
 
-    def finished(self, began: float) -> None:
-        self._hold(self._durations, perf_counter() - began)
-
-    def _hold(self, values: list[float], value: float) -> None:
-        weight = self.sample_mask + 1
-        if weight == 1:
-            values.append(value)
-        else:  # a sampled job stands for the others
-            values.extend([value] * weight)
+    def finished(self, job: Job, began: float) -> None:
+        if self.histograms:
+            self.duration.observe(perf_counter() - began, job.sample_weight)
 
     def done(self, count: int) -> None:
         super().done(count)
-        self._sync_clock()
-        self._measure_rate(count)
-        if len(self._durations) >= PENDING_MAX:
-            self.flush()
-
-    def _measure_rate(self, count: int) -> None:
-        self._window_done += count
-        elapsed = perf_counter() - self._window_start
-        if elapsed >= RATE_WINDOW:
-            fast = self._window_done / elapsed > SAMPLE_ABOVE
-            self.sample_mask = SAMPLE_EVERY - 1 if fast else 0
-            self._window_start, self._window_done = perf_counter(), 0
-
-    def failed(self, outcome: str) -> None:
-        super().failed(outcome)
-        if len(self._durations) >= PENDING_MAX:
-            self.flush()
-
-    def flush(self) -> None:
-        """Count the values held so far into the histograms."""
-        durations, waits = self._durations[:], self._waits[:]
-        del self._durations[:], self._waits[:]  # the same lists: the bound appends stay valid
-        self.duration.add_values(durations)
-        self.wait.add_values(waits)
+        if self.histograms:
+            self._sync_clock()
+            SAMPLING.count(count)
 
 
 class WorkerCollector:
@@ -264,7 +253,6 @@ class _Merged:
         self.wait = Buckets(WAIT_BUCKETS)
 
     def add(self, recorder: PrometheusRecorder) -> None:
-        recorder.flush()
         for outcome, count in recorder.totals.items():
             self.totals[outcome] += count
         self.recoveries += recorder.recoveries

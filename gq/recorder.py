@@ -3,8 +3,10 @@
 The processor calls a ``Recorder`` at each outcome. This base class is what every consumer
 has: plain integer counters and per-minute counts for the throughput history (SPEC
 section 10), bumped once per acknowledgement batch or per failure, never written to Redis
-per job (``gq.facts`` flushes them with the heartbeat). Its per-job timing hooks do
-nothing; ``gq.metrics.PrometheusRecorder`` overrides them when metrics are on.
+per job (``gq.facts`` flushes them with the heartbeat). Its timing hooks do nothing;
+``gq.metrics.PrometheusRecorder`` overrides them when metrics are on. The processor calls
+them only for the jobs ``gq.job.decode`` picked for the histograms (``Job.sample_weight``),
+none while nothing samples.
 """
 
 from __future__ import annotations
@@ -60,12 +62,6 @@ class History:
 class Recorder:
     """Counts outcomes; timing hooks are no-ops (metrics off). One per consumer."""
 
-    #: Whether the processor calls ``started`` and ``finished`` (metrics on): when off,
-    #: a job costs one attribute read instead of two calls.
-    timed = False
-    #: With ``timed``, the processor times one job in ``sample_mask + 1`` (a power of two).
-    sample_mask = 0
-
     def __init__(self, queue: str) -> None:
         self.queue = queue
         self.totals = dict.fromkeys(OUTCOMES, 0)
@@ -83,14 +79,15 @@ class Recorder:
     def buffered(self) -> int:
         return int(self._processor.buffer.qsize()) if self._processor is not None else 0
 
-    # -- the hot path: called per job, so they must cost next to nothing ---------------
+    # -- per sampled job (Job.sample_weight) -----------------------------------------------
 
     def started(self, job: Job) -> float:
         """A handler is about to run ``job``; returns what ``finished`` gets back."""
         return 0.0
 
-    def finished(self, began: float) -> None:
-        """The handler that ``started`` returned ``began`` for has returned or raised."""
+    def finished(self, job: Job, began: float) -> None:
+        """The handler of ``job``, for which ``started`` returned ``began``, has returned
+        or raised."""
 
     # -- per batch or per failure ---------------------------------------------------------
 

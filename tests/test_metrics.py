@@ -3,6 +3,7 @@ queue exporter against Redis (fakeredis and a real server), and ``gq metrics``."
 
 from __future__ import annotations
 
+import random
 import sys
 import time
 import uuid
@@ -163,47 +164,95 @@ def test_buckets_count_each_value_once_in_the_first_bucket_that_holds_it() -> No
     assert buckets.total == pytest.approx(8.65)
 
 
-def test_the_wait_is_measured_from_the_messages_ready_at() -> None:
+def test_a_sampled_value_counts_as_many_times_as_its_weight() -> None:
+    buckets = metrics.Buckets([0.1, 1.0])
+    buckets.observe(0.5, 16)
+    buckets.observe(-3.0, 2)  # a producer's clock ahead of this host's: 0
+    assert buckets.cumulative() == [("0.1", 2.0), ("1.0", 18.0), ("+Inf", 18.0)]
+    assert buckets.total == pytest.approx(8.0)
+
+
+@pytest.fixture
+def sampling(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Put the process's sampling (gq.job, metrics.SAMPLING) back as it was after the test."""
+    for name in ("_every", "_countdown", "_random"):
+        monkeypatch.setattr(jobs, name, getattr(jobs, name))
+    monkeypatch.setattr(metrics.SAMPLING, "every", metrics.SAMPLING.every)
+    yield
+
+
+def test_the_wait_is_measured_from_the_messages_ready_at(sampling: None) -> None:
     message = jobs.encode(gq.Job("a", b"x"), ready_at=time.time() - 20)
-    recorder = metrics.PrometheusRecorder("q")  # from now on decode() keeps ReadyAt
+    recorder = metrics.PrometheusRecorder("q")  # every job is picked until the rate is known
     job = jobs.decode(message)
-    assert job.ready_at is not None and job == gq.Job("a", b"x")  # not part of its identity
-    began = recorder.started(job)
-    recorder.finished(began)
-    curlyq = jobs.encode(gq.Job("b", b"x"))  # no ReadyAt: no wait to measure
-    recorder.started(jobs.decode(curlyq))
+    assert job.ready_at is not None and job.sample_weight == 1
+    assert job == gq.Job("a", b"x") and gq.Job("a", b"x") == job  # not part of its identity
+    assert repr(job) == repr(gq.Job("a", b"x"))
+    recorder.finished(job, recorder.started(job))
+    curlyq = jobs.decode(jobs.encode(gq.Job("b", b"x")))  # no ReadyAt: no wait to measure
+    recorder.started(curlyq)
     ahead = jobs.encode(gq.Job("c", b"x"), ready_at=time.time() + 60)  # producer's clock
     recorder.started(jobs.decode(ahead))
-    recorder.flush()
     assert recorder.wait.counts[metrics.WAIT_BUCKETS.index(30)] == 1  # 10 < 20 s <= 30
     assert recorder.wait.counts[0] == 1  # ahead: counted as 0
     assert sum(recorder.wait.counts) == 2 and sum(recorder.duration.counts) == 1
     assert 20 <= recorder.wait.total < 30
 
 
-def test_held_values_are_counted_per_ack_batch_once_enough_are_held() -> None:
-    recorder = metrics.PrometheusRecorder("q")
-    for _ in range(metrics.PENDING_MAX):
-        recorder.finished(recorder.started(gq.Job("a")))
-    assert sum(recorder.duration.counts) == 0  # held
-    recorder.done(1)
-    assert recorder.duration.counts[0] == metrics.PENDING_MAX
+def test_decode_picks_one_job_in_every_at_random_with_its_ready_at(sampling: None) -> None:
+    jobs._random = random.Random(12)  # reproducible; the bounds hold for most seeds
+    now = time.time()
+    messages = [jobs.encode(gq.Job(f"{q}{i}", b"x"), ready_at=None if q == "c" else now)
+                for i in range(8000) for q in ("a", "c")]  # fmt: skip
+    jobs.sample(0)  # metrics off: nothing is picked, no Job changes
+    assert all(type(jobs.decode(m)) is gq.Job for m in messages[:100])
+    jobs.sample(16)
+    picked = [job for job in map(jobs.decode, messages) if job.sample_weight]
+    # 16,000 jobs at p = 1/16: 1,000 expected, standard deviation 31. Strictly
+    # alternating queues each get their share (a counter would give one of them all).
+    assert 850 < len(picked) < 1150
+    assert {job.sample_weight for job in picked} == {16}
+    with_ready_at = [job for job in picked if job.id[0] == "a"]
+    assert 400 < len(with_ready_at) < 600 and 400 < len(picked) - len(with_ready_at) < 600
+    assert all(job.ready_at == now for job in with_ready_at)
+    assert all(job.ready_at is None for job in picked if job.id[0] == "c")
 
 
-def test_above_the_sampling_rate_one_job_in_n_is_timed_and_counts_n_times() -> None:
+def test_above_the_sampling_rate_about_sample_above_jobs_a_second_are_timed(
+    sampling: None,
+) -> None:
     recorder = metrics.PrometheusRecorder("q")
-    recorder._window_start -= metrics.RATE_WINDOW  # a window of RATE_WINDOW s has passed
-    recorder.done(int(metrics.SAMPLE_ABOVE * metrics.RATE_WINDOW * 2))  # at twice the rate
-    assert recorder.sample_mask == metrics.SAMPLE_EVERY - 1
-    recorder.finished(recorder.started(gq.Job("a")))
-    recorder.flush()
-    assert sum(recorder.duration.counts) == metrics.SAMPLE_EVERY
-    recorder._window_start -= metrics.RATE_WINDOW
+    assert metrics.SAMPLING.every == 1  # slow (or not known yet): every job is timed
+    metrics.SAMPLING._start -= metrics.RATE_WINDOW  # a window of RATE_WINDOW s has passed
+    recorder.done(int(metrics.SAMPLE_ABOVE * metrics.RATE_WINDOW * 20))  # at 20x the rate
+    every = metrics.SAMPLING.every
+    assert 10 < every <= 20  # the rate over SAMPLE_ABOVE, rounded up (a slow host: lower)
+    picked = [jobs.decode(jobs.encode(gq.Job(f"j{i}"), ready_at=time.time())) for i in range(
+        every * 50)]  # fmt: skip
+    picked = [job for job in picked if job.sample_weight]
+    assert picked and {job.sample_weight for job in picked} == {every}
+    recorder.finished(picked[0], recorder.started(picked[0]))
+    assert sum(recorder.duration.counts) == every == sum(recorder.wait.counts)
+    metrics.SAMPLING._start -= metrics.RATE_WINDOW
     recorder.done(1)  # slow again: every job is timed
-    assert recorder.sample_mask == 0
+    assert metrics.SAMPLING.every == 1
+    assert jobs.decode(jobs.encode(gq.Job("k"))).sample_weight == 1
 
 
-def test_the_processor_times_one_job_in_sample_mask_plus_one(backend: Backend) -> None:
+def test_a_fast_worker_samples_after_rate_jobs_not_a_whole_window(
+    sampling: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics, "RATE_WINDOW", 3600.0)  # never over, however slow the host
+    recorder = metrics.PrometheusRecorder("q")
+    recorder.done(metrics.RATE_JOBS - 1)
+    assert metrics.SAMPLING.every == 1  # too few jobs, too short a time to tell
+    recorder.done(1)  # RATE_JOBS jobs well within RATE_WINDOW s: above SAMPLE_ABOVE jobs/s
+    assert metrics.SAMPLING.every > 1
+
+
+def test_the_processor_times_the_jobs_decode_picked_and_counts_them_by_weight(
+    backend: Backend, sampling: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     timed: list[str] = []
 
     class Counting(metrics.PrometheusRecorder):
@@ -211,16 +260,15 @@ def test_the_processor_times_one_job_in_sample_mask_plus_one(backend: Backend) -
             timed.append(job.id)
             return super().started(job)
 
-        def _measure_rate(self, count: int) -> None:
-            pass  # keep the mask the test set
-
     recorder = Counting(backend.queue)
-    recorder.sample_mask = 3
+    monkeypatch.setattr(metrics.SAMPLING, "count", lambda done: None)  # keep what is set
+    monkeypatch.setattr(jobs, "_gap", lambda: 4)  # pick the 4th, 8th, ... job decoded
+    jobs.sample(4)
     consumer = gq.Consumer(backend.queue, client=backend.client(), processor_concurrency=1)
     consumer.recorder = recorder
     done: list[str] = []
     gq.Producer(backend.queue, client=backend.client()).perform_many(
-        [gq.Job(id=f"j{i}") for i in range(16)]
+        [gq.Job(id=f"j{i}") for i in range(16)]  # the producer writes ReadyAt
     )
     runner = gevent.spawn(consumer.run, lambda job: done.append(job.id))
     try:
@@ -228,7 +276,9 @@ def test_the_processor_times_one_job_in_sample_mask_plus_one(backend: Backend) -
     finally:
         consumer.stop()
         runner.join(10)
-    assert len(timed) == 4  # one in sample_mask + 1
+    assert len(timed) == 4  # one in 4, each standing for 4
+    assert sum(recorder.duration.counts) == 16
+    assert sum(recorder.wait.counts) == 16  # the picked jobs carry their ReadyAt
 
 
 # -- the queue exporter ----------------------------------------------------------------------

@@ -41,8 +41,8 @@ def round_(messages: list, mode: str) -> float:
     if mode in ("on", "counters"):
         from gq import metrics
 
-        # One recorder for every round, as a running worker has: above its sampling rate
-        # (gq.metrics.SAMPLE_ABOVE) it times one job in SAMPLE_EVERY.
+        # One recorder for every round, as a running worker has: above the sampling rate
+        # (gq.metrics.SAMPLE_ABOVE jobs/s) only a sample of the jobs is timed.
         if mode not in _RECORDERS:
             _RECORDERS[mode] = metrics.PrometheusRecorder("bench", histograms=mode == "on")
         processor.recorder = _RECORDERS[mode]
