@@ -53,6 +53,7 @@ class Source:
     more_ready: bool = True  # jobs are probably waiting (a full batch, or not yet looked)
     fetch_unsure: bool = False  # a fetch failed: its reply (and jobs) may be lost
     not_before: float = 0.0  # monotonic time before which a rate limit holds it back
+    full: bool = False  # the last fetch found its concurrency limit reached
 
     @property
     def name(self) -> str:
@@ -156,6 +157,8 @@ class Poller:
         wait = min(wait, *held) if held else wait
         if len(self._sources) == 1:
             only = self._sources[0]
+            if only.full and self._processor.wait_to_carry(wait):
+                return only  # its own acks free the room: fetch with them
             return only if only.more_ready or only.queue.wait_for_signal(wait) else None
         candidates = self._candidates(open_)
         if not candidates:
@@ -197,6 +200,7 @@ class Poller:
         source.more_ready = (len(fetched) == count and fetched.state == "ok") or fetched.suspect
         if fetched.state == "wait":
             source.not_before = time.monotonic() + fetched.wait
+        source.full = fetched.state == "full"
         self._hand_over(fetched, source.name)
         source.fetch_unsure = False
 

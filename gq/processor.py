@@ -116,6 +116,10 @@ class Acker:
         self._sending = False  # a batch of this greenlet's is on the wire
         self._carried = 0  # jobs whose ack rides on a fetch on the wire
         self._resent: set[str] = set()  # ids carried on a fetch whose reply was lost
+        # While the poller waits to carry the next acks itself (the queue is at its
+        # concurrency limit), new acks do not wake this greenlet; ``added`` wakes the poller.
+        self.deferred = False
+        self.added = Event()
         self._wakeup = Event()
         self._idle = Event()
         self._idle.set()
@@ -126,7 +130,10 @@ class Acker:
         # Only the first job of a batch needs to wake the acker: the rest ride along.
         if len(pending) == 1:
             self._idle.clear()
-            self._wakeup.set()
+            if self.deferred:
+                self.added.set()
+            else:
+                self._wakeup.set()
 
     def run(self) -> None:
         while True:
@@ -175,7 +182,15 @@ class Acker:
             return
         self._on_done(jobs_)
         self._report_not_owned(jobs_, acked, False)
+        if self._pending:  # more than one fetch could carry
+            self._wakeup.set()
         self._settle()
+
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def wake(self) -> None:
+        self._wakeup.set()
 
     def only_carried(self) -> bool:
         """Whether no ack is pending or on the wire but those carried by the fetch."""
@@ -353,6 +368,26 @@ class Processor:
         """``idle()`` once the acks the poller carries on its fetch are done (fetch.lua
         does them before it takes a job)."""
         return not self.running and self.buffer.empty() and self.acker.only_carried()
+
+    def wait_to_carry(self, timeout: float) -> bool:
+        """At the concurrency limit, the room this consumer can count on is its own jobs'
+        when they finish: wait until one has (its ack then rides on the next fetch, freeing
+        and refilling in one round trip), at most ``timeout``. False when no job runs or
+        waits here, so that nothing local will make room (then wait for the signal)."""
+        acker = self.acker
+        if acker.has_pending():
+            return True
+        if not self.running and self.buffer.empty():
+            return False
+        acker.added.clear()
+        acker.deferred = True
+        try:
+            acker.added.wait(timeout)
+        finally:
+            acker.deferred = False
+            if acker.has_pending():
+                acker.wake()  # (the poller takes them first: it does not yield before)
+        return True
 
     def carry_acks(self, queue: str) -> list[Job]:
         """Pending acks of ``queue`` for the poller's next fetch (``Acker.carry``)."""
@@ -552,6 +587,8 @@ class Processor:
         self.held.discard(job.id)
         if not owned:
             _not_owned(self._context, job, action, resent)
+        if self.acker.deferred:  # room was made (a retry or kill releases the job)
+            self.acker.added.set()
         return True
 
     def _kill(self, queue: RedisQueue, job_id: str, message: bytes | None) -> bool:

@@ -51,7 +51,7 @@ local function allowance(n)
   if flow[4] then
     local free = tonumber(flow[4]) - total_held(KEYS[8])
     if free < 1 then
-      redis.call('DEL', KEYS[5])  -- a release raises it again (wake_after_release)
+      starve(KEYS[7], KEYS[5])  -- a release raises the signal again (wake_after_release)
       return 0, 'full', 0
     end
     if free < n then n, state = free, 'full' end
@@ -82,6 +82,8 @@ local function head(n)
 end
 
 local flags, acked = acknowledge(KEYS[3], KEYS[4], KEYS[6], KEYS[10], {unpack(ARGV, 4, #ARGV)})
+-- The limit below must see the room these acks freed.
+if acked > 0 then note_held(KEYS[8], KEYS[3]) end
 local wanted = tonumber(ARGV[2])
 local n, state, wait, now, rate, period = allowance(wanted)
 local ids, available = {}, 0
@@ -105,12 +107,12 @@ if #ids > 0 then
   end
   if rate then rate_charge(KEYS[9], rate, period, now, #ids) end
 end
-if #ids > 0 or acked > 0 then note_held(KEYS[8], KEYS[3]) end
+if #ids > 0 then note_held(KEYS[8], KEYS[3]) end
 if state == 'wait' and n >= 1 then
   -- The rate limit cut the batch: the next start is one interval after this batch.
   reply[2] = math.max(1, math.ceil(period / rate))
 elseif state == 'full' and n >= 1 and #ids == available then
-  redis.call('DEL', KEYS[5])  -- room is gone; a release raises it again
+  starve(KEYS[7], KEYS[5])  -- room is gone; a release raises the signal again
 elseif acked > 0 and state ~= 'full' and state ~= 'paused' then
   wake_after_release(KEYS[7], KEYS[2], KEYS[5])  -- what the acks freed, beyond this fetch
 end

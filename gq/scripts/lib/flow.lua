@@ -1,6 +1,7 @@
 -- Library: flow control (SPEC section 9, docs/flow-control.md). Needs lib/chunk.lua.
 -- The settings hash (Q:flow): "paused" = "1"; "rate" jobs per "period" ms; "concurrency";
--- "hold_until", server ms before which nothing is fetched (a handler raised RateLimited).
+-- "hold_until", server ms before which nothing is fetched (a handler raised RateLimited);
+-- "starved" = "1" while a consumer waits for room under the concurrency limit.
 -- The held hash (Q:held): in-flight set key -> its SCARD, rewritten by every script that
 -- changes a gq consumer's in-flight set, so the total over the hash is the number of jobs
 -- held (buffered or running) by gq consumers. Being a copy of SCARD rather than a counter
@@ -28,12 +29,18 @@ local function total_held(held_key)
   return total
 end
 
--- After jobs were released under a concurrency limit, consumers that found the limit
--- reached wait on the signal (fetch.lua cleared it): wake them if jobs are waiting.
+-- A fetch that found the concurrency limit reached cleared the signal its consumer then
+-- waits on, and marked the queue "starved"; a script that releases a job raises the
+-- signal again, once, if jobs are waiting. Unmarked, a release costs one HGET.
+local function starve(flow_key, signal_key)
+  redis.call('DEL', signal_key)
+  redis.call('HSET', flow_key, 'starved', '1')
+end
+
 local function wake_after_release(flow_key, active_key, signal_key)
-  if redis.call('HEXISTS', flow_key, 'concurrency') == 1
-      and redis.call('LLEN', active_key) > 0 then
-    raise_signal(signal_key)
+  if redis.call('HGET', flow_key, 'starved') == '1' then
+    redis.call('HDEL', flow_key, 'starved')
+    if redis.call('LLEN', active_key) > 0 then raise_signal(signal_key) end
   end
 end
 
