@@ -309,7 +309,12 @@ class Consumer:
         for half the consumer timeout or more (C code that held it, a SIGSTOP): the lease
         ends between the consumer timeout and the timeout plus the heartbeat interval
         after the last beat, and the last beat may be an interval old already."""
-        last = time.monotonic()
+        beat = self._thread_heartbeat
+        # The ticker's greenlet starts last, after the poller's first fetch went out: a
+        # stop in between (seen: a SIGSTOP as soon as the jobs were in flight) would go
+        # unnoticed if the clock started here, so it starts with the thread heartbeat's,
+        # taken before any greenlet ran.
+        last = beat.last if beat is not None else time.monotonic()
         while True:
             gevent.sleep(min(TICK_SECONDS, self.opts.heartbeat_poll_interval / 4))
             now = time.monotonic()
