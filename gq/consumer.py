@@ -167,9 +167,11 @@ class Consumer:
         self._reporter = Reporter(self._queue, self.id, opts, self.recorder, self.context)
         self.stats = processor.stats
         loops = self._loops()
-        greenlets = {name: self._spawn(name, loop.run) for name, loop in loops.items()}
+        # The ticker first: greenlets run in the order spawned, and its clock must start
+        # before the poller's first fetch puts jobs in flight (see _tick).
+        greenlets = {"Ticker": self._spawn("Ticker", self._tick)}
+        greenlets.update((name, self._spawn(name, loop.run)) for name, loop in loops.items())
         greenlets["Acker"] = self._spawn("Acker", processor.run_acker)
-        greenlets["Ticker"] = self._spawn("Ticker", self._tick)
         self._stop_requested.wait()
         try:
             if self._fatal is None:
@@ -310,10 +312,10 @@ class Consumer:
         ends between the consumer timeout and the timeout plus the heartbeat interval
         after the last beat, and the last beat may be an interval old already."""
         beat = self._thread_heartbeat
-        # The ticker's greenlet starts last, after the poller's first fetch went out: a
-        # stop in between (seen: a SIGSTOP as soon as the jobs were in flight) would go
-        # unnoticed if the clock started here, so it starts with the thread heartbeat's,
-        # taken before any greenlet ran.
+        # A stop between the poller's first fetch and this greenlet's first run (seen: a
+        # SIGSTOP as soon as the jobs were in flight) would go unnoticed if the clock
+        # started late: the ticker is spawned first, and starts with the thread
+        # heartbeat's clock where there is one, taken before any greenlet ran.
         last = beat.last if beat is not None else time.monotonic()
         while True:
             gevent.sleep(min(TICK_SECONDS, self.opts.heartbeat_poll_interval / 4))
