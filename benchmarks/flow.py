@@ -162,13 +162,14 @@ def script_usec(client: redis.Redis) -> float:
 
 
 def at_concurrency(url: str, n: int, n_io: int, repeat: int) -> dict[str, Any]:
-    """Part 2: concurrency limit = C against no limit, noop and 10 ms jobs."""
+    """Part 2: concurrency limit = C against no limit, noop, 10 ms and 100 ms jobs."""
     out: dict[str, Any] = {}
     modes: dict[str, tuple[dict[str, Any] | None, dict[str, str]]] = {
         "none": (None, {}),
         "limit_C": (AT_C, {}),
     }
-    for workload, jobs_n, sleep_ms in (("noop", n, 0.0), ("io_10ms", n_io, 10.0)):
+    workloads = (("noop", n, 0.0), ("io_10ms", n_io, 10.0), ("io_100ms", n_io // 4, 100.0))
+    for workload, jobs_n, sleep_ms in workloads:
         runs = alternate(url, jobs_n, repeat, sleep_ms, modes, workload)
         med = medians(runs)
         out[workload] = {

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from gq import job as jobs
 from gq.errors import GQError
 from gq.job import Job
+from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.recorder import OUTCOMES, Recorder
 from gq.redis_admin import QueueAdmin, registered_queues
 from gq.serving import serve_wsgi
@@ -63,9 +64,6 @@ DURATION_BUCKETS = (.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 12
                     1800, 3600)  # fmt: skip
 # Ready to start: a healthy queue starts jobs in ms, a backed-up one in hours.
 WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400)
-
-# `gq consumers`' default: heartbeat_poll_interval + custodian_consumer_timeout, 60 + 60 s.
-DEFAULT_CONSUMER_TIMEOUT = 120.0
 
 
 class MetricsUnavailableError(GQError, ImportError):

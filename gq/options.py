@@ -182,3 +182,11 @@ def _count(name: str, value: Any, *, optional: bool) -> Any:
     if value < low:
         raise ConfigurationError(f"{name} must be at least {low}, got {value!r}")
     return value
+
+
+#: When a consumer counts as dead for readers that do not know the workers' options (the
+#: dashboard, ``gq stats``, the exporter): silent for the default heartbeat interval plus
+#: the default consumer timeout. Workers run with other values need the readers told.
+DEFAULT_CONSUMER_TIMEOUT = (
+    ConsumerOptions.heartbeat_poll_interval + ConsumerOptions.custodian_consumer_timeout
+)

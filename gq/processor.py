@@ -117,7 +117,8 @@ class Acker:
         self._carried = 0  # jobs whose ack rides on a fetch on the wire
         self._resent: set[str] = set()  # ids carried on a fetch whose reply was lost
         # While the poller waits to carry the next acks itself (the queue is at its
-        # concurrency limit), new acks do not wake this greenlet; ``added`` wakes the poller.
+        # concurrency limit), new acks do not wake this greenlet; ``added`` wakes the
+        # poller, as do the acks this greenlet had on the wire when they land.
         self.deferred = False
         self.added = Event()
         self._wakeup = Event()
@@ -146,6 +147,8 @@ class Acker:
                 self._sending = False
                 if not sent:
                     return
+                if self.deferred:  # the room these acks freed is the poller's to fill
+                    self.added.set()
             self._settle()
 
     def _settle(self) -> None:
@@ -188,6 +191,9 @@ class Acker:
 
     def has_pending(self) -> bool:
         return bool(self._pending)
+
+    def sending(self) -> bool:
+        return self._sending
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -372,12 +378,13 @@ class Processor:
     def wait_to_carry(self, timeout: float) -> bool:
         """At the concurrency limit, the room this consumer can count on is its own jobs'
         when they finish: wait until one has (its ack then rides on the next fetch, freeing
-        and refilling in one round trip), at most ``timeout``. False when no job runs or
-        waits here, so that nothing local will make room (then wait for the signal)."""
+        and refilling in one round trip) or until acks on the wire have landed, at most
+        ``timeout``. False when no job runs, waits or is being acknowledged here, so that
+        nothing local will make room (then wait for the signal)."""
         acker = self.acker
         if acker.has_pending():
             return True
-        if not self.running and self.buffer.empty():
+        if not self.running and self.buffer.empty() and not acker.sending():
             return False
         acker.added.clear()
         acker.deferred = True

@@ -18,11 +18,8 @@ from typing import Any
 from gq import job as jobs
 from gq._config import resolve_client
 from gq.errors import ConfigurationError
+from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.redis_admin import FlowState, QueueAdmin
-
-# A consumer is dead once silent for heartbeat_poll_interval + custodian_consumer_timeout,
-# 60 + 60 seconds by default.
-DEFAULT_CONSUMER_TIMEOUT = 120.0
 
 Rate = tuple[int, float]
 

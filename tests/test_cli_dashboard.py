@@ -61,6 +61,19 @@ def test_binding_beyond_loopback_needs_auth_or_no_auth(redis_server: RedisServer
     assert "--auth" in result.stderr and "--no-auth" in result.stderr
 
 
+def test_a_port_in_use_is_bad_usage_not_a_traceback(redis_server: RedisServer) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run(ADMIN, "dashboard", "--port", str(port), env=env_for(redis_server.url, None))
+    assert result.returncode == 2, result.stderr
+    assert f"cannot serve the dashboard on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_malformed_auth_is_bad_usage(redis_server: RedisServer) -> None:
     result = run(ADMIN, "dashboard", "--auth", "no-colon", env=env_for(redis_server.url, None))
     assert result.returncode == 2 and "USER:PASSWORD" in result.stderr

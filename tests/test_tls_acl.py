@@ -274,7 +274,8 @@ def test_a_message_over_the_limit_is_refused_before_anything_is_written() -> Non
         producer.perform_after(5, big)
     with pytest.raises(gq.MessageTooLargeError):
         producer.perform_many([b"small", big, b"small too"])
-    assert BothSides(producer._queue.client, queue).counts() == {"ready": 0, "scheduled": 0, "due": 0, "dead": 0}
+    counts = BothSides(producer._queue.client, queue).counts()
+    assert counts == {"ready": 0, "scheduled": 0, "due": 0, "dead": 0}
     assert producer.perform(b"x" * 900)
     assert gq.Producer(queue, url=url, max_message_bytes=None).perform(b"x" * 2_000_000)
     with pytest.raises(gq.MessageTooLargeError):  # the default: 1 MiB

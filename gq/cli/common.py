@@ -15,6 +15,7 @@ from gq.cli import ENV_QUEUE, ENV_URL, EXIT_UNREACHABLE, EXIT_USAGE
 from gq.cli.logs import scrub, url_secrets
 from gq.connection import DEFAULT_URL, client_from_url, redact_url
 from gq.errors import ConfigurationError, PermissionDeniedError
+from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.redis_admin import QueueAdmin
 from gq.redis_base import ScriptedQueue
 
@@ -23,9 +24,6 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h|d
 # Redis error replies that mean "these credentials are refused" (redis-py may pass them on
 # as a plain ResponseError, depending on its version and the server's).
 _REFUSALS = ("NOAUTH", "WRONGPASS", "NOPERM", "invalid password", "invalid username")
-# A consumer is dead once silent for heartbeat_poll_interval + custodian_consumer_timeout,
-# 60 + 60 seconds by default; workers run with other values need --consumer-timeout.
-DEFAULT_CONSUMER_TIMEOUT = 120.0
 
 
 # A password in a URL: user info (scheme://user:PASSWORD@) or a query argument.

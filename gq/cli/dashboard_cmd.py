@@ -77,7 +77,11 @@ def run(args: argparse.Namespace) -> int:
     _check_exposure(args.host, auth, args.no_auth)
     app = _build_app(args, auth)
     with stop_signals() as stopping:  # before the server answers: a client may then stop it
-        server = serve_wsgi(args.host, args.port, app, connections=MAX_CONNECTIONS)
+        try:
+            server = serve_wsgi(args.host, args.port, app, connections=MAX_CONNECTIONS)
+        except OSError as exc:  # the port is taken, or the address is not this machine's
+            message = f"cannot serve the dashboard on {args.host}:{args.port}: {exc}"
+            raise CliError(EXIT_USAGE, message) from None
         print(
             f"gq dashboard: http://{_url_host(args.host)}:{server.server_port}/ "
             f"(Redis {redact_url(args.url)}{', read-only' if args.read_only else ''}"

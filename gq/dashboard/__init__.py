@@ -10,6 +10,8 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from gq.options import DEFAULT_CONSUMER_TIMEOUT
+
 if TYPE_CHECKING:
     from gq.dashboard.application import Dashboard
 
@@ -26,7 +28,7 @@ def app(
     auth: str | None = None,
     secret: str | bytes | None = None,
     allowed_hosts: Iterable[str] | None = None,
-    consumer_timeout: float = 120.0,
+    consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT,
     refresh: float = 5.0,
 ) -> Dashboard:
     """The dashboard as a WSGI application, on Redis at ``url`` (or on ``client``).

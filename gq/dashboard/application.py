@@ -28,6 +28,7 @@ from gq.dashboard.security import (
     host_allowed,
 )
 from gq.errors import ConfigurationError
+from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.redis_admin import QueueAdmin, registered_queues
 
 log = logging.getLogger("gq.dashboard")
@@ -75,7 +76,7 @@ class Dashboard:
         auth: BasicAuth | None = None,
         secret: bytes | None = None,
         allowed_hosts: Iterable[str] | None = None,
-        consumer_timeout: float = 120.0,
+        consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT,
         refresh: float = 5.0,
     ) -> None:
         self.client = client
