@@ -62,6 +62,7 @@ def fill(client: redis.Redis) -> None:
         client.sadd("gq:queues", name)
     consumers(client, emails)
     history(client, emails)
+    gq.Queue("emails", client=client).set_limits(rate=(200, 1.0), concurrency=100)
 
 
 def consumers(client: redis.Redis, emails: BothSides) -> None:
