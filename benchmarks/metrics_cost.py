@@ -140,7 +140,7 @@ def heartbeat_write(url: str) -> float:
     queue = f"bench-facts-{uuid.uuid4().hex[:8]}"
     rq = RedisQueue(redis.Redis.from_url(url), queue)
     recorder = Recorder(queue)
-    reporter = Reporter(rq, "c1", ConsumerOptions(), recorder, "bench")
+    reporter = Reporter({queue: rq}, "c1", ConsumerOptions(), {queue: recorder}, "bench")
 
     def beat() -> None:
         recorder.history.pending = {(0, "done"): 5, (60, "done"): 7, (60, "failed"): 1}

@@ -80,8 +80,9 @@ class Consumer:
         schedules = check_schedule(periodic)  # a list of gq.Periodic (gq/periodic.py)
         self._periodic = PeriodicRunner(self._queue, schedules, self.context) if schedules else None
         self.stats = Stats()
-        # Counts outcomes for the facts, the history and (gq.metrics.enable) the metrics.
-        self.recorder = Recorder(self.queue)
+        # Count outcomes for the facts, the history and (gq.metrics.enable) the metrics,
+        # one per queue.
+        self.recorders = {name: Recorder(name) for name in self.queues}
         self._reporter: Reporter | None = None
         self._stop_requested = Event()
         self._force = Event()
@@ -94,6 +95,15 @@ class Consumer:
         self._tidy_cursors: dict[str, str] = {}  # where each queue's walk of recovered is
 
     # -- public API ---------------------------------------------------------------------
+
+    @property
+    def recorder(self) -> Recorder:
+        """The first queue's recorder (``recorders`` holds one per queue)."""
+        return self.recorders[self.queue]
+
+    @recorder.setter
+    def recorder(self, recorder: Recorder) -> None:
+        self.recorders[self.queue] = recorder
 
     def run(self, handler: Handler) -> None:
         """Process jobs until ``stop()``; return after a clean stop, raise on a fatal error."""
@@ -161,10 +171,10 @@ class Consumer:
         watching = watchdog.enable(opts.hub_block_warning)
         self._start_thread_heartbeat()
         processor = self._processor = Processor(
-            self._queues, self.id, opts, handler, self._abort, self.context, self.recorder
+            self._queues, self.id, opts, handler, self._abort, self.context, self.recorders
         )
         self._poller = Poller(self._sources(), self.id, opts, processor, self.context)
-        self._reporter = Reporter(self._queue, self.id, opts, self.recorder, self.context)
+        self._reporter = Reporter(self._queues, self.id, opts, self.recorders, self.context)
         self.stats = processor.stats
         loops = self._loops()
         # The ticker first: greenlets run in the order spawned, and its clock must start
@@ -476,7 +486,7 @@ class Consumer:
             dead_max_age=opts.dead_max_age,
         )
         if moved:
-            self.recorder.recovered(moved)
+            self.recorders[queue.keys.name].recovered(moved)
             log.warning(
                 "%s: recovered %d job(s) from %d dead consumer(s)",
                 self.context,

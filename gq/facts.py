@@ -1,11 +1,11 @@
 """Worker facts and throughput history: what a consumer writes about itself with each
 heartbeat, for ``gq consumers`` and the dashboard (SPEC section 10).
 
-With each heartbeat, one pipelined round trip adds the queue to the registry
-(``gq:queues``), stores the consumer's facts (``Q:facts:<id>``, JSON, expiring with the
-consumer's lease) and adds the per-minute counts of its ``Recorder`` to the hourly history
-keys (``Q:history:<hour>``). A failed write never fails the heartbeat: the counts go back
-for the next one, and the facts are rewritten anyway.
+With each heartbeat, one pipelined round trip per queue of the consumer adds the queue to
+the registry (``gq:queues``), stores the consumer's facts (``Q:facts:<id>``, JSON, expiring
+with the consumer's lease) and adds the per-minute counts of that queue's ``Recorder`` to
+the hourly history keys (``Q:history:<hour>``). A failed write never fails the heartbeat:
+the counts go back for the next one, and the facts are rewritten anyway.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import psutil
@@ -32,20 +33,23 @@ HISTORY_TTL = 90_000
 
 
 class Reporter:
-    """Writes one consumer's facts and history; ``beat`` with each heartbeat."""
+    """Writes one consumer's facts and history under each of its queues; ``beat`` with each
+    heartbeat. ``recorders`` holds one ``Recorder`` per name of ``queues``, in the same
+    order: the first one also reads the consumer's handlers running."""
 
     def __init__(
         self,
-        queue: RedisQueue,
+        queues: Mapping[str, RedisQueue],
         consumer_id: str,
         opts: ConsumerOptions,
-        recorder: Recorder,
+        recorders: Mapping[str, Recorder],
         context: str,
     ) -> None:
-        self._queue = queue
+        self._queues = queues
+        self._names = list(queues)
         self._id = consumer_id
         self._opts = opts
-        self._recorder = recorder
+        self._recorders = recorders
         self._context = context
         self._started_at = time.time()
         self._host = socket.gethostname()
@@ -55,48 +59,64 @@ class Reporter:
 
     def beat(self, server_now: float) -> None:
         """Write the facts and the counts so far; ``server_now`` is the heartbeat's time."""
-        self._recorder.history.offset = server_now - time.time()
-        self._write(json.dumps(self.facts(server_now)))
+        offset = server_now - time.time()
+        for recorder in self._recorders.values():
+            recorder.history.offset = offset
+        # One reading per heartbeat: the CPU is measured since the previous reading.
+        usage = self._usage()
+        self._write_all(
+            {name: json.dumps(self._facts(name, server_now, usage)) for name in self._names}
+        )
 
     def final(self) -> None:
         """At a graceful stop: write the last counts and delete the facts."""
-        self._write(None)
+        self._write_all(dict.fromkeys(self._names))
 
-    def facts(self, now: float) -> dict[str, Any]:
-        """The facts object of the cross-branch contract (docs/metrics.md)."""
-        recorder, opts = self._recorder, self._opts
+    def facts(self, now: float, queue: str | None = None) -> dict[str, Any]:
+        """The facts object written under ``queue`` (default: the first) (docs/metrics.md)."""
+        return self._facts(queue or self._names[0], now, self._usage())
+
+    def _usage(self) -> tuple[int, float]:
         with self._process.oneshot():
-            rss = int(self._process.memory_info().rss)
-            cpu = float(self._process.cpu_percent(None))
+            return int(self._process.memory_info().rss), float(self._process.cpu_percent(None))
+
+    def _facts(self, queue: str, now: float, usage: tuple[int, float]) -> dict[str, Any]:
+        # The counts are this queue's; everything else, running included, the consumer's.
+        recorder, opts = self._recorders[queue], self._opts
         return {
             "id": self._id,
             "host": self._host,
             "pid": os.getpid(),
             "started_at": self._started_at,
             "version": gq.__version__,
-            "queues": [self._queue.keys.name],
+            "queues": self._names,
             "concurrency": opts.processor_concurrency,
-            "running": recorder.running(),
+            "running": self._recorders[self._names[0]].running(),
             "jobs_done": recorder.totals["done"],
             "jobs_failed": recorder.failures,
-            "rss_bytes": rss,
-            "cpu_percent": cpu,
+            "rss_bytes": usage[0],
+            "cpu_percent": usage[1],
             "updated_at": now,
         }
 
-    def _write(self, facts: str | None) -> None:
-        history = self._recorder.history
-        counts = history.take()
-        # The facts expire with the consumer's lease: a reader never shows a dead one's.
-        ttl = self._opts.heartbeat_poll_interval + self._opts.custodian_consumer_timeout
-        try:
-            refused, errors = self._queue.report(self._id, facts, ttl, counts, HISTORY_TTL)
-        except redis.RedisError as exc:  # the round trip failed: nothing is known written
-            refused, errors = counts, [exc]
-        history.restore(refused)
+    def _write_all(self, facts: Mapping[str, str | None]) -> None:
+        errors = [error for name, text in facts.items() for error in self._write(name, text)]
         # The heartbeat itself went through (or its own failure is reported by its loop):
         # facts and history are worth a warning (once per failing spell), not the
         # consumer's life.
         if errors and not self._failing:
             log.warning("%s: could not write facts and history: %r", self._context, errors[0])
         self._failing = bool(errors)
+
+    def _write(self, queue: str, facts: str | None) -> list[Exception]:
+        """One queue's facts and counts, in one round trip; the errors of what failed."""
+        history = self._recorders[queue].history
+        counts = history.take()
+        # The facts expire with the consumer's lease: a reader never shows a dead one's.
+        ttl = self._opts.heartbeat_poll_interval + self._opts.custodian_consumer_timeout
+        try:
+            refused, errors = self._queues[queue].report(self._id, facts, ttl, counts, HISTORY_TTL)
+        except redis.RedisError as exc:  # the round trip failed: nothing is known written
+            refused, errors = counts, [exc]
+        history.restore(refused)
+        return errors

@@ -26,7 +26,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from gq import job as jobs
 from gq.errors import GQError
@@ -285,14 +285,16 @@ def worker_collector() -> WorkerCollector:
 
 
 def enable(consumer: Consumer, *, histograms: bool = True) -> PrometheusRecorder:
-    """Count ``consumer``'s jobs for the worker metrics; call before ``consumer.run``.
+    """Count ``consumer``'s jobs for the worker metrics, one recorder per queue (each
+    labelled with its queue); call before ``consumer.run``. Returns the first queue's.
     ``histograms=False`` leaves the duration and wait histograms empty and the job path
     untouched (their per-job cost: benchmarks/README.md)."""
     collector = worker_collector()
-    recorder = PrometheusRecorder(consumer.queue, histograms=histograms)
-    consumer.recorder = recorder
-    collector.recorders.append(recorder)
-    return recorder
+    for name in consumer.queues:
+        recorder = PrometheusRecorder(name, histograms=histograms)
+        consumer.recorders[name] = recorder
+        collector.recorders.append(recorder)
+    return cast(PrometheusRecorder, consumer.recorder)
 
 
 def serve(host: str, port: int, app: Callable[..., Any] | None = None) -> WSGIServer:

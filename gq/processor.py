@@ -264,13 +264,16 @@ class Processor:
         handler: Handler,
         on_fatal: Callable[[GQError], None],
         context: str,
-        recorder: Recorder | None = None,
+        recorders: dict[str, Recorder] | None = None,
     ) -> None:
         self._queues = queues
         self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
-        self.recorder = recorder or Recorder(next(iter(queues)))
+        # One per queue (its jobs' outcomes); the handlers and the buffer are the consumer's,
+        # read by the first queue's only, so that the gauges per queue add up.
+        self.recorders = recorders if recorders is not None else {q: Recorder(q) for q in queues}
+        self._first = next(iter(queues))
         self.recorder.watch(self)
         self._on_fatal = on_fatal
         self._context = context
@@ -292,11 +295,22 @@ class Processor:
         self.acker = Acker(queues, consumer_id, opts, self._release, on_fatal, context)
         self.stats = Stats()
 
+    @property
+    def recorder(self) -> Recorder:
+        """The first queue's recorder, which reads the handlers running and the buffer."""
+        return self.recorders[self._first]
+
+    @recorder.setter
+    def recorder(self, recorder: Recorder) -> None:
+        self.recorders[self._first] = recorder
+        recorder.watch(self)
+
     def _release(self, done: list[Job]) -> None:
         held = self.held
         for job in done:
             held.discard(job.id)
-        self.recorder.done(len(done))
+        # A batch is of one queue: the acker groups them by queue, a fetch carries one's.
+        self.recorders[done[0].queue].done(len(done))
 
     def buffered(self) -> int:
         """Jobs fetched and not started."""
@@ -451,7 +465,7 @@ class Processor:
         # 0 but on the jobs decode() picked for the metrics' histograms (gq.job.sample):
         # the others cost one attribute read, whether metrics are on or off.
         timed = job.sample_weight
-        began = self.recorder.started(job) if timed else 0.0
+        began = self.recorders[job.queue].started(job) if timed else 0.0
         runs = self._runs
         runs[job.id] = gevent.getcurrent()
         try:
@@ -466,11 +480,11 @@ class Processor:
             raise  # a forced stop: the job stays in flight for another consumer
         except BaseException as exc:  # noqa: BLE001 - the handler's failure, whatever it raised
             if timed:
-                self.recorder.finished(job, began)
+                self.recorders[job.queue].finished(job, began)
             self._ended(job, exc)
         else:
             if timed:
-                self.recorder.finished(job, began)
+                self.recorders[job.queue].finished(job, began)
             self.stats.done += 1
             self.acker.add(job)
         finally:
@@ -511,7 +525,7 @@ class Processor:
     def _cancelled(self, job: Job) -> None:
         self.held.add(job.id)  # (a buffered job left held when it was dropped)
         self.stats.cancelled += 1
-        self.recorder.failed("cancelled")
+        self.recorders[job.queue].failed("cancelled")
         self.acker.add(job)  # acknowledged, not retried: ack.lua also drops the request
 
     def _rate_limited(self, job: Job, exc: RateLimited) -> None:
@@ -525,7 +539,7 @@ class Processor:
         write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after)  # noqa: E731
         if self._settle(job, "reschedule", RetryJobError, write):
             self.stats.rate_limited += 1
-            self.recorder.failed("rate_limited")
+            self.recorders[job.queue].failed("rate_limited")
 
     def _run_with_timeout(self, job: Job, timeout: float) -> None:
         # The gevent.Timeout stops a handler that waits; the deadline lets gq.watchdog stop
@@ -552,14 +566,14 @@ class Processor:
             retry = lambda: queue.retry(self._consumer_id, job.id, message, delay)  # noqa: E731
             if self._settle(updated, "retry", RetryJobError, retry):
                 self.stats.retried += 1
-                self.recorder.failed("retried")
+                self.recorders[job.queue].failed("retried")
             return
         message = jobs.encode(updated, error=reason)
         log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
                   self._context, job.id, job.attempt, reason, exc_info=exc)  # fmt: skip
         if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
             self.stats.killed += 1
-            self.recorder.failed("killed")
+            self.recorders[job.queue].failed("killed")
 
     def discard(self, job: Job, message: bytes | None, reason: str) -> None:
         """Bad data (SPEC section 6) never runs and never stalls the consumer: an

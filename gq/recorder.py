@@ -1,9 +1,10 @@
 """What a consumer counts about its jobs, for its facts, its history and its metrics.
 
-The processor calls a ``Recorder`` at each outcome. This base class is what every consumer
-has: plain integer counters and per-minute counts for the throughput history (SPEC
-section 10), bumped once per acknowledgement batch or per failure, never written to Redis
-per job (``gq.facts`` flushes them with the heartbeat). Its timing hooks do nothing;
+The processor calls the ``Recorder`` of the job's queue at each outcome (a consumer has one
+per queue). This base class is what every consumer has: plain integer counters and
+per-minute counts for the throughput history (SPEC section 10), bumped once per
+acknowledgement batch or per failure, never written to Redis per job (``gq.facts``
+flushes them with the heartbeat). Its timing hooks do nothing;
 ``gq.metrics.PrometheusRecorder`` overrides them when metrics are on. The processor calls
 them only for the jobs ``gq.job.decode`` picked for the histograms (``Job.sample_weight``),
 none while nothing samples.
@@ -60,7 +61,9 @@ class History:
 
 
 class Recorder:
-    """Counts outcomes; timing hooks are no-ops (metrics off). One per consumer."""
+    """Counts outcomes; timing hooks are no-ops (metrics off). One per queue of a consumer;
+    the first queue's also reads the consumer's handlers running and jobs buffered
+    (``watch``), the others read 0, so that summing over queues counts each once."""
 
     def __init__(self, queue: str) -> None:
         self.queue = queue

@@ -117,6 +117,67 @@ def test_the_last_counts_are_written_at_a_graceful_stop(
     assert history_totals(direct, queue) == {"done": 3, "failed": 0}
 
 
+@pytest.mark.timeout(30)
+def test_a_consumer_of_two_queues_counts_each_job_under_its_own_queue(
+    backend: Backend, direct: redis.Redis
+) -> None:
+    # Issue #12 meets #10: the history and the facts' counts were all the first queue's.
+    names = first, second = [f"{backend.queue}-a", f"{backend.queue}-b"]
+    consumer = gq.Consumer(names, client=backend.client(), job_max_attempts=0)
+    consumer.opts.poller_poll_duration = 0.2
+    gq.Producer(first, client=direct).perform_many([b"ok"] * 2)
+    gq.Producer(second, client=direct).perform_many([b"ok"] * 3 + [b"fail"])
+
+    def handler(job: gq.Job) -> None:
+        if job.data == b"fail":  # job_max_attempts=0: killed at once
+            raise RuntimeError("failed on purpose")
+
+    runner = gevent.spawn(consumer.run, handler)
+    try:
+        wait_until(lambda: direct.zcard(f"{second}:dead") == 1)
+        wait_until(lambda: sum(r.totals["done"] for r in consumer.recorders.values()) == 5)
+        consumer.heartbeat_step()
+        assert history_totals(direct, first) == {"done": 2, "failed": 0}
+        assert history_totals(direct, second) == {"done": 3, "failed": 1}
+        facts = {name: stored_facts(direct, name, consumer.id) for name in names}
+        for name, done, failed in ((first, 2, 0), (second, 3, 1)):
+            assert facts[name] is not None and facts[name]["queues"] == names  # type: ignore[index]
+            assert (facts[name]["jobs_done"], facts[name]["jobs_failed"]) == (done, failed)  # type: ignore[index]
+        assert {first.encode(), second.encode()} <= direct.smembers(REGISTRY)
+    finally:
+        consumer.stop()
+        runner.get(timeout=10)
+        direct.srem(REGISTRY, *names)
+    assert all(stored_facts(direct, name, consumer.id) is None for name in names)
+
+
+def test_running_is_the_consumers_under_each_queue_and_the_cpu_read_once(
+    backend: Backend,
+) -> None:
+    names = [f"{backend.queue}-a", f"{backend.queue}-b"]
+    recorders = {name: Recorder(name) for name in names}
+
+    class Busy:
+        running = 4
+
+    recorders[names[0]].watch(Busy())  # type: ignore[arg-type]
+    queues = {name: BothSides(backend.client(), name) for name in names}
+    reporter = Reporter(queues, "c1", ConsumerOptions(), recorders, "test")  # type: ignore[arg-type]
+    readings: list[int] = []
+
+    def usage() -> tuple[int, float]:
+        readings.append(1)
+        return 1, 2.0
+
+    reporter._usage = usage  # type: ignore[method-assign]
+    reporter.beat(time.time())
+    assert len(readings) == 1  # psutil's CPU is since its last reading: a second is ~0
+    for name in names:
+        facts = json.loads(backend.direct().get(f"{name}:facts:c1"))
+        assert facts["running"] == 4 and facts["cpu_percent"] == 2.0
+    backend.direct().srem(REGISTRY, *names)
+
+
 class FailingQueue:
     """A BothSides stand-in whose writes fail until ``healed``."""
 
@@ -137,7 +198,7 @@ def test_counts_that_could_not_be_written_go_with_the_next_heartbeat(
     queue = FailingQueue(BothSides(backend.client(), backend.queue))
     recorder = Recorder(backend.queue)
     opts = ConsumerOptions()
-    reporter = Reporter(queue, "c1", opts, recorder, "test")  # type: ignore[arg-type]
+    reporter = Reporter({backend.queue: queue}, "c1", opts, {backend.queue: recorder}, "test")  # type: ignore[dict-item]
     recorder.done(4)
     recorder.failed("retried")
     reporter.beat(time.time())  # logs a warning, does not raise
@@ -179,7 +240,10 @@ def test_gq_consumers_shows_each_consumers_facts(redis_server: RedisServer, rq: 
     rq.register("worker-a")
     recorder = Recorder(rq.keys.name)
     recorder.done(12)
-    Reporter(rq, "worker-a", ConsumerOptions(), recorder, "test").beat(time.time())
+    reporter = Reporter(
+        {rq.keys.name: rq}, "worker-a", ConsumerOptions(), {rq.keys.name: recorder}, "test"
+    )
+    reporter.beat(time.time())
     rq.register("curlyq-b")  # a consumer that writes no facts
     env = env_for(redis_server.url, rq.keys.name)
 
@@ -214,9 +278,9 @@ def test_a_refused_write_gives_back_only_the_counts_that_did_not_land(
             username=user, password="pw",
         )  # fmt: skip
         recorder = Recorder(rq.keys.name)
-        reporter = Reporter(
-            BothSides(limited, rq.keys.name), "c1", ConsumerOptions(), recorder, "test"
-        )
+        name = rq.keys.name
+        queues = {name: BothSides(limited, name)}
+        reporter = Reporter(queues, "c1", ConsumerOptions(), {name: recorder}, "test")
         recorder.done(3)
         reporter.beat(time.time())
         assert sum(recorder.history.pending.values()) == 3  # refused: kept

@@ -477,3 +477,47 @@ def test_without_histograms_jobs_are_counted_and_not_timed(backend: Backend) -> 
     assert value(samples, "gq_jobs_total", queue=backend.queue, outcome="done") == 3
     assert value(samples, "gq_job_duration_seconds_count", queue=backend.queue) == 0
     assert value(samples, "gq_job_wait_seconds_count", queue=backend.queue) == 0
+
+
+def test_a_consumer_of_two_queues_counts_each_job_under_its_own_queue(
+    backend: Backend, sampling: None
+) -> None:
+    import prometheus_client
+
+    first, second = names = [f"{backend.queue}-a", f"{backend.queue}-b"]
+    consumer = gq.Consumer(names, client=backend.client(), job_max_attempts=0)
+    consumer.opts.poller_poll_duration = 0.2
+    recorder = metrics.enable(consumer)
+    jobs.sample(1)  # time every job, whatever an earlier test left
+    assert recorder is consumer.recorders[first]
+    gq.Producer(first, client=backend.direct()).perform_many([b"ok"] * 2)
+    gq.Producer(second, client=backend.direct()).perform_many([b"ok"] * 3 + [b"fail"])
+    ran: list[str] = []
+    running: set[tuple[int, int]] = set()
+
+    def handler(job: gq.Job) -> None:
+        ran.append(job.id)
+        running.add((consumer.recorders[first].running(), consumer.recorders[second].running()))
+        if len(ran) == 6:
+            consumer.stop()
+        if job.data == b"fail":
+            raise RuntimeError("failed on purpose")
+
+    try:
+        consumer.run(handler)
+    finally:
+        backend.direct().srem(REGISTRY, *names)  # gq:queues, written by the heartbeat
+    samples = parse(prometheus_client.generate_latest().decode())
+    counts = {
+        (queue, outcome): value(samples, "gq_jobs_total", queue=queue, outcome=outcome)
+        for queue in names
+        for outcome in ("done", "killed")
+    }
+    assert counts == {(first, "done"): 2, (first, "killed"): 0,
+                      (second, "done"): 3, (second, "killed"): 1}  # fmt: skip
+    assert value(samples, "gq_job_duration_seconds_count", queue=first) == 2
+    assert value(samples, "gq_job_duration_seconds_count", queue=second) == 4
+    # The handlers are the consumer's: shown whole under its first queue, so a sum over
+    # queues counts each once.
+    assert {second_queue for _, second_queue in running} == {0}
+    assert min(first_queue for first_queue, _ in running) >= 1

@@ -125,6 +125,7 @@ def test_the_custodian_recovers_a_dead_consumer_on_each_of_its_queues(backend: B
         rescuer.custodian_step()
         for name in names:
             assert state.active(c, name) == [f"{name}-job"]
+            assert rescuer.recorders[name].recoveries == 1  # counted under its own queue
     finally:
         _cleanup(backend, names)
 
