@@ -170,18 +170,9 @@ class Consumer:
         self._check_eviction_policy()
         watching = watchdog.enable(opts.hub_block_warning)
         self._start_thread_heartbeat()
-        processor = self._processor = Processor(
-            self._queues, self.id, opts, handler, self._abort, self.context, self.recorders
-        )
-        self._poller = Poller(self._sources(), self.id, opts, processor, self.context)
-        self._reporter = Reporter(self._queues, self.id, opts, self.recorders, self.context)
-        self.stats = processor.stats
+        processor = self._build(handler)
         loops = self._loops()
-        # The ticker first: greenlets run in the order spawned, and its clock must start
-        # before the poller's first fetch puts jobs in flight (see _tick).
-        greenlets = {"Ticker": self._spawn("Ticker", self._tick)}
-        greenlets.update((name, self._spawn(name, loop.run)) for name, loop in loops.items())
-        greenlets["Acker"] = self._spawn("Acker", processor.run_acker)
+        greenlets = self._start(loops, processor)
         self._stop_requested.wait()
         try:
             if self._fatal is None:
@@ -203,6 +194,25 @@ class Consumer:
         log.info(
             "%s: stopped (done=%d failed=%d)", self.context, self.stats.done, self.stats.failed
         )
+
+    def _build(self, handler: Handler) -> Processor:
+        """The processor, the poller and the reporter of this run."""
+        opts = self.opts
+        processor = self._processor = Processor(
+            self._queues, self.id, opts, handler, self._abort, self.context, self.recorders
+        )
+        self._poller = Poller(self._sources(), self.id, opts, processor, self.context)
+        self._reporter = Reporter(self._queues, self.id, opts, self.recorders, self.context)
+        self.stats = processor.stats
+        return processor
+
+    def _start(self, loops: dict[str, Loop], processor: Processor) -> dict[str, gevent.Greenlet]:
+        # The ticker first: greenlets run in the order spawned, and its clock must start
+        # before the poller's first fetch puts jobs in flight (see _tick).
+        greenlets = {"Ticker": self._spawn("Ticker", self._tick)}
+        greenlets.update((name, self._spawn(name, loop.run)) for name, loop in loops.items())
+        greenlets["Acker"] = self._spawn("Acker", processor.run_acker)
+        return greenlets
 
     def _loops(self) -> dict[str, Loop]:
         """The poller, the maintenance loops and their intervals (read at every turn)."""
