@@ -99,6 +99,21 @@ class Http:
             self.cookies[name.strip()] = value.strip()
 
 
+@contextmanager
+def registered_queue(client: redis.Redis, prefix: str) -> Iterator[BothSides]:
+    """A fresh queue in the registry, as a worker registers it (the contract); deleted
+    with every key it got once the block ends."""
+    from tests.helpers import delete_keys
+
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    client.sadd("gq:queues", name)
+    try:
+        yield BothSides(client, name)
+    finally:
+        client.srem("gq:queues", name)
+        delete_keys(client, f"{name}*")
+
+
 def make_dead(rq: BothSides, items: Sequence[tuple[bytes, str]], attempt: int = 3) -> list[str]:
     """Dead jobs with the given (data, error), killed as a consumer kills them (the queue
     must have nothing ready: the consumer fetches from its head)."""

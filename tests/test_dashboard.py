@@ -15,7 +15,14 @@ import redis
 
 import gq
 from gq import dashboard
-from tests.dashboard_support import Http, make_dead, serving, write_facts, write_history
+from tests.dashboard_support import (
+    Http,
+    make_dead,
+    registered_queue,
+    serving,
+    write_facts,
+    write_history,
+)
 from tests.helpers import NO_RETRY, RedisServer, delete_keys, free_port, wait_until
 from tests.queue_sides import BothSides
 
@@ -31,11 +38,8 @@ def client(redis_server: RedisServer) -> redis.Redis:
 
 @pytest.fixture
 def rq(client: redis.Redis) -> Iterator[BothSides]:
-    name = f"test_dash_{uuid.uuid4().hex[:8]}"
-    client.sadd(REGISTRY, name)  # as a worker registers it (the contract)
-    yield BothSides(client, name)
-    client.srem(REGISTRY, name)
-    delete_keys(client, f"{name}*")
+    with registered_queue(client, "test_dash") as queue:
+        yield queue
 
 
 @pytest.fixture

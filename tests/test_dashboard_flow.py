@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By
 
 import gq
 from gq import dashboard
-from tests.dashboard_support import Http, chromium, serving
+from tests.dashboard_support import Http, chromium, registered_queue, serving
 from tests.helpers import RedisServer, delete_keys, wait_until
 from tests.queue_sides import BothSides
 
@@ -34,11 +34,8 @@ def client(redis_server: RedisServer) -> redis.Redis:
 
 @pytest.fixture
 def rq(client: redis.Redis) -> Iterator[BothSides]:
-    name = f"test_dash_flow_{uuid.uuid4().hex[:8]}"
-    client.sadd(REGISTRY, name)  # as a worker registers it (the contract)
-    yield BothSides(client, name)
-    client.srem(REGISTRY, name)
-    delete_keys(client, f"{name}*")
+    with registered_queue(client, "test_dash_flow") as queue:
+        yield queue
 
 
 @pytest.fixture
