@@ -92,10 +92,10 @@ class Acker:
         self._carried = 0  # jobs whose ack rides on a fetch on the wire
         self._resent: set[str] = set()  # ids carried on a fetch whose reply was lost
         # While the poller waits to carry the next acks itself (the queue is at its
-        # concurrency limit), new acks do not wake this greenlet; ``added`` wakes the
-        # poller, as do the acks this greenlet had on the wire when they land.
-        self.deferred = False
-        self.added = Event()
+        # concurrency limit, wait_to_carry), new acks do not wake this greenlet; ``_freed``
+        # wakes the poller, as do the acks this greenlet had on the wire when they land.
+        self._deferred = False
+        self._freed = Event()
         self._wakeup = Event()
         self._idle = Event()
         self._idle.set()
@@ -106,8 +106,8 @@ class Acker:
         # Only the first job of a batch needs to wake the acker: the rest ride along.
         if len(pending) == 1:
             self._idle.clear()
-            if self.deferred:
-                self.added.set()
+            if self._deferred:
+                self._freed.set()
             else:
                 self._wakeup.set()
 
@@ -122,8 +122,7 @@ class Acker:
                 self._sending = False
                 if not sent:
                     return
-                if self.deferred:  # the room these acks freed is the poller's to fill
-                    self.added.set()
+                self.released()  # the room these acks freed is the poller's to fill
             self._settle()
 
     def _settle(self) -> None:
@@ -164,14 +163,30 @@ class Acker:
             self._wakeup.set()
         self._settle()
 
-    def has_pending(self) -> bool:
-        return bool(self._pending)
+    def wait_to_carry(self, timeout: float, jobs_here: bool) -> bool:
+        """For a poller at its queue's concurrency limit: wait (at most ``timeout``) until a
+        job has finished here, its ack now pending for the next fetch to carry, or until
+        the acks on the wire have landed; meanwhile new acks wait for the fetch. False at
+        once when nothing here (``jobs_here``: jobs running or buffered) will free room."""
+        if self._pending:
+            return True
+        if not jobs_here and not self._sending:
+            return False
+        self._freed.clear()
+        self._deferred = True
+        try:
+            self._freed.wait(timeout)
+        finally:
+            self._deferred = False
+            if self._pending:
+                self._wakeup.set()  # (the poller takes them first: it does not yield before)
+        return True
 
-    def sending(self) -> bool:
-        return self._sending
-
-    def wake(self) -> None:
-        self._wakeup.set()
+    def released(self) -> None:
+        """Room was made here (acks landed, a retry or kill written): wake a poller waiting
+        in ``wait_to_carry``."""
+        if self._deferred:
+            self._freed.set()
 
     def only_carried(self) -> bool:
         """Whether no ack is pending or on the wire but those carried by the fetch."""

@@ -98,9 +98,8 @@ class Processor:
         # retry or kill to be written. The poller compares it with Redis after a fetch
         # whose reply was lost (Consumer._reconcile).
         self.held: set[str] = set()
-        # The handler greenlet running each job, for cancels (set and cleared around the
-        # handler call with no yield in between: a running job is always in it).
-        self._runs: dict[str, gevent.Greenlet] = {}
+        # What each handler worker's handler runs now, for cancels.
+        self._slots: dict[gevent.Greenlet, _Slot] = {}
         self.acker = Acker(queues, consumer_id, opts, self._release, on_fatal, context)
         self.stats = Stats()
 
@@ -204,20 +203,7 @@ class Processor:
         and refilling in one round trip) or until acks on the wire have landed, at most
         ``timeout``. False when no job runs, waits or is being acknowledged here, so that
         nothing local will make room (then wait for the signal)."""
-        acker = self.acker
-        if acker.has_pending():
-            return True
-        if not self.running and self.buffer.empty() and not acker.sending():
-            return False
-        acker.added.clear()
-        acker.deferred = True
-        try:
-            acker.added.wait(timeout)
-        finally:
-            acker.deferred = False
-            if acker.has_pending():
-                acker.wake()  # (the poller takes them first: it does not yield before)
-        return True
+        return self.acker.wait_to_carry(timeout, bool(self.running or not self.buffer.empty()))
 
     def carry_acks(self, queue: str) -> list[Job]:
         """Pending acks of ``queue`` for the poller's next fetch (``Acker.carry``)."""
@@ -247,6 +233,7 @@ class Processor:
 
     def _work(self) -> None:
         buffer = self.buffer
+        slot = self._slots[gevent.getcurrent()] = _Slot()
         while True:
             if buffer.empty():
                 self._waiting += 1
@@ -263,20 +250,23 @@ class Processor:
             self.running += 1
             self._quiet.clear()
             try:
-                self.execute(job)
+                self.execute(job, slot)
             finally:
                 self.running -= 1
                 if not self.running:
                     self._quiet.set()
 
-    def execute(self, job: Job) -> None:
+    def execute(self, job: Job, slot: _Slot | None = None) -> None:
+        """Run ``job``'s handler and write its outcome. ``slot`` names the job while its
+        handler runs, and only then: a cancel interrupts a handler, never the outcome's
+        write that follows (which yields, and must not be cut short)."""
+        slot = slot or _NO_SLOT
         timeout = self._opts.job_timeout
         # 0 but on the jobs decode() picked for the metrics' histograms (gq.job.sample):
         # the others cost one attribute read, whether metrics are on or off.
         timed = job.sample_weight
         began = self.recorders[job.queue].started(job) if timed else 0.0
-        runs = self._runs
-        runs[job.id] = gevent.getcurrent()
+        slot.job = job
         try:
             # A copy: what the handler does to its Job must not change what is stored.
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
@@ -288,16 +278,16 @@ class Processor:
         except gevent.GreenletExit:
             raise  # a forced stop: the job stays in flight for another consumer
         except BaseException as exc:  # noqa: BLE001 - the handler's failure, whatever it raised
+            slot.job = None
             if timed:
                 self.recorders[job.queue].finished(job, began)
             self._ended(job, exc)
         else:
+            slot.job = None
             if timed:
                 self.recorders[job.queue].finished(job, began)
             self.stats.done += 1
             self.acker.add(job)
-        finally:
-            del runs[job.id]
 
     def _ended(self, job: Job, exc: BaseException) -> None:
         """A handler raised: cancelled, rate limited, or failed."""
@@ -319,17 +309,21 @@ class Processor:
         for job in dropped:
             log.info("%s: job %s cancelled before it started", self._context, job.id)
             self._cancelled(job)
-        running = [(job_id, self._runs[job_id]) for job_id in ids if job_id in self._runs]
+        running = [
+            (worker, slot.job)
+            for worker, slot in self._slots.items()
+            if slot.job is not None and slot.job.id in ids
+        ]
         loop = gevent.get_hub().loop
-        for job_id, worker in running:
+        for worker, job in running:
             # From the hub, as gevent.Timeout does: the worker is switched out, inside its
-            # handler, or has moved on to another job (then it is left alone).
-            loop.run_callback(self._interrupt, job_id, worker)
+            # handler, or past it (writing the outcome, or on another job: left alone).
+            loop.run_callback(self._interrupt, worker, job)
         return len(dropped) + len(running)
 
-    def _interrupt(self, job_id: str, worker: gevent.Greenlet) -> None:
-        if self._runs.get(job_id) is worker:
-            cast(Any, worker).throw(JobCancelled(job_id))  # (gevent's stubs: Optional)
+    def _interrupt(self, worker: gevent.Greenlet, job: Job) -> None:
+        if self._slots[worker].job is job:
+            cast(Any, worker).throw(JobCancelled(job.id))  # (gevent's stubs: Optional)
 
     def _cancelled(self, job: Job) -> None:
         self.held.add(job.id)  # (a buffered job left held when it was dropped)
@@ -417,8 +411,7 @@ class Processor:
         self.held.discard(job.id)
         if not owned:
             not_owned(self._context, job, action, resent)
-        if self.acker.deferred:  # room was made (a retry or kill releases the job)
-            self.acker.added.set()
+        self.acker.released()  # a retry or kill frees the job's room too
         return True
 
     def _kill(self, queue: RedisQueue, job_id: str, message: bytes | None) -> bool:
@@ -434,3 +427,15 @@ class Processor:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _Slot:
+    """The job one handler worker's handler runs now, None between handlers."""
+
+    __slots__ = ("job",)
+
+    def __init__(self) -> None:
+        self.job: Job | None = None
+
+
+_NO_SLOT = _Slot()  # execute() called outside a worker (tests, benchmarks)

@@ -98,13 +98,20 @@ class Queue:
 
 def stats(admin: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
     """The numbers of ``gq stats`` for one queue (see ``Queue.stats``)."""
+    report, _ = snapshot(admin, consumer_timeout)
+    return {**report, **flow_report(admin.flow())}
+
+
+def snapshot(admin: QueueAdmin, consumer_timeout: float) -> tuple[dict[str, Any], float]:
+    """Jobs per state, in flight, consumers alive and dead, the next job and how long it has
+    been ready (the numbers ``gq stats`` and the dashboard share); and the server's time."""
     counts = admin.counts()
     consumers = admin.consumers()
     now = admin.server_time()
     alive = sum(1 for _, seen, _ in consumers if now - seen <= consumer_timeout)
     head = admin.oldest_ready()
     ready_at = _ready_at(head[1]) if head else None
-    return {
+    report = {
         "queue": admin.keys.name,
         **counts,
         "in_flight": sum(inflight for _, _, inflight in consumers),
@@ -114,8 +121,8 @@ def stats(admin: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
         # Seconds the next job has been ready; None for none, or a message without
         # ReadyAt (written by curlyq).
         "oldest_ready_age": None if ready_at is None else round(max(0.0, now - ready_at), 3),
-        **flow_report(admin.flow()),
     }
+    return report, now
 
 
 def flow_report(flow: FlowState) -> dict[str, Any]:

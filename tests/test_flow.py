@@ -119,6 +119,7 @@ def test_rate_limited_charges_no_attempt_and_holds_the_whole_queue(
     consumer, _ = start(handler, scheduler_poll_interval=0.1)
     assert raised.wait(10)
     held_at = attempts[0][2]
+    wait_until(lambda: consumer.stats.rate_limited == 1, 10)  # the hold is written
     _fill(backend, 5, "other")
     wait_until(lambda: len(attempts) == 7, 20)
     later = attempts[1:]
@@ -173,6 +174,38 @@ def test_cancel_interrupts_a_running_handler_and_acknowledges_it(
     wait_until(lambda: not direct.hexists(keys.data, "long0"), 5)  # acknowledged...
     assert direct.zcard(keys.dead) == 0 and direct.zcard(keys.scheduled) == 0  # ...not retried
     assert direct.zcard(keys.cancelled) == 0  # and the request is gone with it
+
+
+@pytest.mark.timeout(60)
+def test_a_cancel_never_interrupts_the_write_of_an_outcome(
+    backend: Backend, start: Any, cleanup: Any
+) -> None:
+    # A cancel that arrives while the failed job's retry is being written (a Redis round
+    # trip, which yields) must leave that write alone: interrupting it would kill the
+    # handler worker, and with it the consumer.
+    _fill(backend, 1, "f")
+    writing, release = Event(), Event()
+
+    def handler(job: gq.Job) -> None:
+        raise RuntimeError("fails, to be retried")
+
+    consumer, runner = start(handler, job_max_attempts=5)
+    queue = consumer._queues[backend.queue]
+    original = queue.retry
+
+    def slow_retry(*args: Any, **kwargs: Any) -> bool:
+        writing.set()
+        release.wait()
+        return original(*args, **kwargs)
+
+    queue.retry = slow_retry  # type: ignore[method-assign]
+    assert writing.wait(10)
+    assert _queue(backend).cancel("f0") == 1  # in flight: a request
+    consumer._processor.cancel({"f0"})  # what the canceller loop does, at once
+    gevent.sleep(0)  # let the hub run the interrupt callback, if any were scheduled
+    release.set()
+    wait_until(lambda: consumer.stats.retried == 1, 5)
+    assert not runner.dead and consumer.stats.cancelled == 0
 
 
 @pytest.mark.timeout(60)

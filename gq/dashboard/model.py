@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from gq import job as jobs
-from gq.queue import flow_report
+from gq.queue import flow_report, snapshot
 from gq.redis_admin import QueueAdmin
 
 Entry = tuple[str, float, Optional[bytes]]
@@ -35,39 +35,16 @@ FACT_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def summary(rq: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
-    """Counts by state, consumers alive and dead, and how long the next job has waited."""
-    counts = rq.counts()
-    consumers = rq.consumers()
-    now = rq.server_time()
-    alive = sum(1 for _, seen, _ in consumers if now - seen <= consumer_timeout)
-    return {
-        "name": rq.keys.name,
-        **counts,
-        "in_flight": sum(inflight for _, _, inflight in consumers),
-        "consumers_alive": alive,
-        "consumers_dead": len(consumers) - alive,
-        "oldest_ready_age": oldest_ready_age(rq, now),
-        "now": now,
-    }
+    """Counts by state, consumers alive and dead, and how long the next job has waited
+    (``gq stats``' numbers, gq.queue.snapshot), with the queue's name and the server time."""
+    report, now = snapshot(rq, consumer_timeout)
+    return {"name": rq.keys.name, **report, "now": now}
 
 
 def flow(rq: QueueAdmin) -> dict[str, Any]:
     """Paused, the limits, the jobs held now and the seconds a RateLimited holds the queue
     back: the fields ``gq stats --json`` shows (gq.queue.flow_report)."""
     return flow_report(rq.flow())
-
-
-def oldest_ready_age(rq: QueueAdmin, now: float) -> float | None:
-    """Seconds the next job has been ready; None when none is, or its message has no
-    ReadyAt (curlyq writes none)."""
-    head = rq.oldest_ready()
-    if head is None or head[1] is None:
-        return None
-    try:
-        ready_at = jobs.decode_ready_at(head[1])
-    except jobs.MessageDecodeError:
-        return None
-    return None if ready_at is None else round(max(0.0, now - ready_at), 3)
 
 
 def consumers(rq: QueueAdmin, consumer_timeout: float) -> list[dict[str, Any]]:

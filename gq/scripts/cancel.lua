@@ -1,4 +1,4 @@
--- include: chunk, types
+-- include: time, types
 -- cancel: remove each given job that is ready (in the active list) or scheduled, freeing
 -- its id; a job that exists but is neither (in flight with some consumer) gets a cancel
 -- request in the cancelled set, which its consumer reads and acts on (it interrupts the
@@ -11,8 +11,7 @@
 -- or dead).
 check_types({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'hash', KEYS[5], 'hash',
              KEYS[6], 'zset'})
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local now = server_now()
 local results = {}
 for i = 1, #ARGV do
   local id = ARGV[i]

@@ -1,4 +1,4 @@
--- include: chunk, oom, recovery, types, flow, ack
+-- include: time, chunk, oom, recovery, types, flow, ack
 -- fetch: acknowledge the ids this consumer finished (the acks that ride on the fetch, as
 -- ack.lua does), then take up to n ids from the head of the active list into this
 -- consumer's in-flight set and return them with their messages, in queue order, within
@@ -43,7 +43,7 @@ local function allowance(n)
     return 0, 'paused', 0
   end
   local now
-  if flow[2] or flow[5] then now = now_ms() end
+  if flow[2] or flow[5] then now = server_now() * 1000 end
   if flow[5] and tonumber(flow[5]) > now then
     return 0, 'wait', math.ceil(tonumber(flow[5]) - now)
   end

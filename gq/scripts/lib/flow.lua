@@ -9,11 +9,6 @@
 -- it stale until the next script on that set, and the custodian drops the entries of
 -- consumers that are gone (tidy.lua).
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-end
-
 local function note_held(held_key, inflight_key)
   local n = redis.call('SCARD', inflight_key)
   if n > 0 then
