@@ -20,6 +20,10 @@ from gq.redis_queue import RedisQueue
 #: stall a single-threaded Redis while a script copies the message (docs/decisions.md).
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024
 
+#: How far ahead a job may be scheduled: beyond it a time is a bug (milliseconds for
+#: seconds), and the pages that show it could only say "after year 9999".
+MAX_SCHEDULE_AHEAD = 100 * 365 * 86400.0
+
 When = Union[datetime, float, int]
 Delay = Union[timedelta, float, int]
 
@@ -144,18 +148,29 @@ def all_stored_or_raise(items: list[Job], stored: list[bool]) -> list[str]:
 
 
 def _unix_time(when: When) -> float:
-    if isinstance(when, datetime):
-        return when.timestamp()
-    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when):
-        raise ConfigurationError(f"when must be a datetime or unix seconds, not {when!r}")
-    return float(when)
+    at = _finite(when.timestamp() if isinstance(when, datetime) else when, "when")
+    if at - time.time() > MAX_SCHEDULE_AHEAD:
+        raise ConfigurationError(f"when must be at most 100 years ahead, got {when!r}")
+    return at
 
 
 def _seconds(delay: Delay) -> float:
-    if isinstance(delay, timedelta):
-        delay = delay.total_seconds()
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay):
-        raise ConfigurationError(f"delay must be a timedelta or seconds, not {delay!r}")
-    if delay < 0:
+    seconds = _finite(delay.total_seconds() if isinstance(delay, timedelta) else delay, "delay")
+    if seconds < 0:
         raise ConfigurationError(f"delay must not be negative, got {delay!r}")
-    return float(delay)
+    if seconds > MAX_SCHEDULE_AHEAD:
+        raise ConfigurationError(f"delay must be at most 100 years, got {delay!r}")
+    return seconds
+
+
+def _finite(value: object, name: str) -> float:
+    """``value`` as finite float seconds, or the error that names ``name``."""
+    kind = "a datetime or unix seconds" if name == "when" else "a timedelta or seconds"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond any float
+            seconds = math.inf
+        if math.isfinite(seconds):
+            return seconds
+    raise ConfigurationError(f"{name} must be {kind}, not {value!r}")

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gq.keys import QUEUE_REGISTRY
-from gq.redis_base import RedisClient, RedisPipeline, ScriptedQueue, as_text, chunks, optional_int
+from gq.redis_base import (
+    RedisClient,
+    RedisPipeline,
+    ScriptedQueue,
+    as_text,
+    chunks,
+    held_back_seconds,
+    optional_int,
+)
 
 # The most queue names read from the registry (a bound on one SSCAN walk).
 MAX_REGISTERED_QUEUES = 10_000
@@ -40,7 +48,7 @@ class QueueAdmin(ScriptedQueue):
             rate=None if rate is None else (int(rate), int(period) / 1000),
             concurrency=None if concurrency is None else int(concurrency),
             held=sum(int(n) for n in held),
-            held_back=max(0.0, (int(hold) - now_ms) / 1000) if hold is not None else 0.0,
+            held_back=held_back_seconds(hold, now_ms),
         )
 
     def set_paused(self, paused: bool) -> None:
@@ -402,3 +410,4 @@ def _count(raw: Any) -> int:
         return max(0, int(raw)) if raw is not None else 0
     except ValueError:
         return 0
+

@@ -10,6 +10,7 @@ above them builds a key or a Redis command.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
@@ -24,6 +25,8 @@ from gq.keys import QueueKeys
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
 # batches are split into several calls sent in one pipeline.
 MAX_BATCH = 1000
+# The longest RateLimited hold reported (100 years): a longer one is a bug, shown as such.
+MAX_HELD_BACK = 100 * 365 * 86400.0
 
 T = TypeVar("T")
 
@@ -218,6 +221,18 @@ def flags(replies: Iterable[Any]) -> list[bool]:
 
 def optional_int(value: str | None) -> int | None:
     return None if value is None else int(float(value))
+
+
+def held_back_seconds(hold: bytes | None, now_ms: float) -> float:
+    """Seconds left of a RateLimited hold, whatever ``hold_until`` holds: Lua writes a huge
+    hold as "1e+18" or "inf", read as the longest hold shown (MAX_HELD_BACK); junk as none."""
+    try:
+        until = float(hold) if hold is not None else 0.0
+    except ValueError:
+        return 0.0
+    if math.isnan(until):
+        return 0.0
+    return min(MAX_HELD_BACK, max(0.0, (until - now_ms) / 1000))
 
 
 class ScriptedQueue:

@@ -169,6 +169,8 @@ async def bad_input_raises_and_writes_nothing(url: str, queue: str) -> None:
             (lambda: producer.perform_many([b"ok", 5]), TypeError),  # type: ignore[list-item]
             (lambda: producer.perform_after(-1, b"x"), gq.ConfigurationError),
             (lambda: producer.perform_at(float("inf"), b"x"), gq.ConfigurationError),
+            (lambda: producer.perform_at(1e15, b"x"), gq.ConfigurationError),
+            (lambda: producer.perform_after(1e15, b"x"), gq.ConfigurationError),
             (lambda: producer.perform(b"x" * 200), gq.MessageTooLargeError),
         ]:
             try:

@@ -7,14 +7,14 @@ import json
 from typing import Any
 
 from gq.cli import EXIT_OK, facts_view, flow_cmd
-from gq.cli.formatting import age, local_time, print_json_lines, relative, table
+from gq.cli.formatting import age, json_safe, local_time, print_json_lines, relative, table
 from gq.queue import stats as queue_stats
 from gq.redis_admin import QueueAdmin
 
 
 def stats(args: argparse.Namespace, rq: QueueAdmin) -> int:
     report = queue_stats(rq, args.consumer_timeout)
-    print(json.dumps(report) if args.json else _stats_text(report))
+    print(json.dumps(json_safe(report)) if args.json else _stats_text(report))
     return EXIT_OK
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import math
+from datetime import timezone
 from typing import Any, Callable
 
-from gq.cli.formatting import age
+from gq.cli.formatting import age, clock_time, relative
 
 MISSING = "-"
 
@@ -14,30 +15,30 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _finite(value: Any) -> bool:
+    return _number(value) and math.isfinite(value)
+
+
 def duration(seconds: Any) -> str:
     """42s, 5m07s, 3h02m, 4d06h."""
     return age(seconds) if _number(seconds) else MISSING
 
 
 def utc(when: Any) -> str:
-    if not _number(when):
-        return MISSING
-    return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return clock_time(when, timezone.utc) if _number(when) else MISSING
 
 
 def ago(when: Any, now: float) -> str:
     """How long ago ``when`` was, or how far ahead: 5m07s ago, in 3h02m."""
-    if not _number(when):
-        return MISSING
-    return f"{age(now - when)} ago" if when <= now else f"in {age(when - now)}"
+    return relative(when, now) if _number(when) else MISSING
 
 
 def megabytes(size: Any) -> str:
-    return f"{size / 1048576:.1f} MB" if _number(size) else MISSING
+    return f"{size / 1048576:.1f} MB" if _finite(size) else MISSING
 
 
 def percent(value: Any) -> str:
-    return f"{value:.1f}%" if _number(value) else MISSING
+    return f"{value:.1f}%" if _finite(value) else MISSING
 
 
 def count(value: Any) -> str:

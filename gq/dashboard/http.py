@@ -12,6 +12,8 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
+from gq.cli.formatting import json_safe
+
 # A form post is a few ids and a token; anything much larger is not ours.
 MAX_BODY = 1 << 20
 
@@ -131,7 +133,7 @@ class Response:
 
 
 def json_response(value: Any, status: int = 200) -> Response:
-    body = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    body = json.dumps(json_safe(value), ensure_ascii=False, allow_nan=False).encode("utf-8")
     return Response(status, body, "application/json; charset=utf-8")
 
 
