@@ -114,3 +114,27 @@ def test_beyond_loopback_any_host_name_is_answered_unless_listed(
             assert http.get("/healthz", Host=f"gq.example:{port}").status == 200
         finally:
             server.stop()
+
+
+@pytest.mark.parametrize("host", ["127.example.com", "localhost.example.com", "127.0.0.1.nip.io"])
+def test_a_host_name_that_only_looks_like_loopback_needs_auth(
+    redis_server: RedisServer, host: str
+) -> None:
+    result = run(ADMIN, "dashboard", "--host", host, env=env_for(redis_server.url, None))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"--host {host} serves beyond this machine" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("localhost", True), ("LocalHost", True), ("127.0.0.1", True), ("127.1.2.3", True),
+        ("::1", True), ("[::1]", True), ("127.example.com", False), ("127.", False),
+        ("127.0.0.1.nip.io", False), ("localhost.example.com", False), ("0.0.0.0", False),
+        ("::", False), ("10.0.0.1", False), ("", False),
+    ],
+)  # fmt: skip
+def test_only_real_loopback_addresses_count_as_loopback(host: str, loopback: bool) -> None:
+    from gq.dashboard.security import is_loopback
+
+    assert is_loopback(host) is loopback

@@ -9,6 +9,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import ipaddress
 import secrets
 from collections.abc import Iterable
 
@@ -111,4 +112,13 @@ def host_allowed(request: Request, allowed: Iterable[str]) -> bool:
 
 
 def is_loopback(host: str) -> bool:
-    return host.strip("[]") in LOOPBACK_HOSTS or host.startswith("127.")
+    """Whether ``host`` (for ``--host``) is this machine only: the name localhost, or an
+    address that parses as a loopback IP. Any other name needs auth, whatever it looks
+    like: "127.example.com" resolves wherever its owner points it."""
+    name = host.strip("[]")
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:  # a host name, not an address
+        return False
