@@ -22,7 +22,7 @@ from gq.backoff import backoff
 from gq.errors import AckJobError, GQError
 from gq.job import Job
 from gq.options import ConsumerOptions
-from gq.redis_base import MAX_BATCH, is_refusal
+from gq.redis_base import MAX_BATCH, describe, is_refusal
 from gq.redis_queue import RedisQueue
 
 log = logging.getLogger("gq.acker")
@@ -59,8 +59,8 @@ def persist(write: Callable[[], T], budget: float, context: str, what: str) -> t
             if left <= 0:
                 raise
             delay = min(RESEND_SCALE * backoff(attempt, budget / 4 / RESEND_SCALE), left)
-            log.warning("%s: could not %s (try %d), again in %.2f s: %r", context, what,
-                        attempt, delay, exc)  # fmt: skip
+            log.warning("%s: could not %s (try %d), again in %.2f s: %s", context, what,
+                        attempt, delay, describe(exc))  # fmt: skip
             gevent.sleep(delay)
 
 

@@ -27,6 +27,7 @@ from gq.periodic_runner import PeriodicRunner
 from gq.poller import Poller, Source
 from gq.processor import Handler, Processor, Stats
 from gq.recorder import Recorder
+from gq.redis_base import describe
 from gq.redis_queue import DEAD_TRIM_BATCH, RedisQueue
 
 log = logging.getLogger("gq.consumer")
@@ -272,7 +273,7 @@ class Consumer:
             for queue in self._queues.values():
                 queue.deregister(self.id)
         except redis.RedisError as exc:
-            log.warning("%s: could not deregister: %s", self.context, exc)
+            log.warning("%s: could not deregister: %s", self.context, describe(exc))
 
     def _within_grace(
         self, greenlet: gevent.Greenlet, deadline: float | None, grace: float | None
@@ -301,7 +302,7 @@ class Consumer:
         try:
             policy = self._queue.eviction_policy()
         except redis.RedisError as exc:  # CONFIG refused (ACL) or unknown: not ours to judge
-            log.debug("%s: could not read maxmemory-policy: %s", self.context, exc)
+            log.debug("%s: could not read maxmemory-policy: %s", self.context, describe(exc))
             return
         if policy is not None and policy != "noeviction":
             log.warning(
@@ -357,8 +358,9 @@ class Consumer:
             self._register()
             owned = {(n, i) for n, q in self._queues.items() for i in q.inflight_ids(self.id)}
         except (redis.RedisError, GQError) as exc:
-            log.warning("%s: the hub stood still for %.1f s; could not check which jobs this "
-                        "consumer still owns: %s", self.context, seconds, exc)  # fmt: skip
+            log.warning("%s: the hub stood still for %.1f s; could not check which jobs "
+                        "this consumer still owns: %s", self.context, seconds,
+                        describe(exc))  # fmt: skip
             return
         keep = lambda job: (job.queue, job.id) in owned  # noqa: E731
         dropped = processor.drop_buffered(keep) if processor else []
@@ -383,7 +385,10 @@ class Consumer:
         except redis.RedisError as exc:
             # Left in flight: the custodians recover them once this consumer is gone.
             log.warning(
-                "%s: could not give back %d buffered job(s): %s", self.context, len(buffered), exc
+                "%s: could not give back %d buffered job(s): %s",
+                self.context,
+                len(buffered),
+                describe(exc),
             )
             return
         log.info("%s: gave back %d buffered job(s)", self.context, count)
@@ -404,7 +409,7 @@ class Consumer:
 
         def on_death(dead: gevent.Greenlet) -> None:
             if dead.exception is not None:
-                log.error("%s: %s stopped: %r", self.context, name, dead.exception)
+                log.error("%s: %s stopped: %s", self.context, name, describe(dead.exception))
                 self._abort(dead.exception)
 
         greenlet.link_exception(on_death)

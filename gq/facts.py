@@ -24,6 +24,7 @@ import redis
 import gq
 from gq.options import ConsumerOptions
 from gq.recorder import Recorder
+from gq.redis_base import describe
 from gq.redis_queue import RedisQueue
 
 log = logging.getLogger("gq.heartbeat")
@@ -105,7 +106,9 @@ class Reporter:
         # facts and history are worth a warning (once per failing spell), not the
         # consumer's life.
         if errors and not self._failing:
-            log.warning("%s: could not write facts and history: %r", self._context, errors[0])
+            log.warning(
+                "%s: could not write facts and history: %s", self._context, describe(errors[0])
+            )
         self._failing = bool(errors)
 
     def _write(self, queue: str, facts: str | None) -> list[Exception]:

@@ -16,6 +16,7 @@ from gevent.event import Event
 
 from gq.backoff import backoff
 from gq.errors import MaxBackoffExceededError, PermissionDeniedError
+from gq.redis_base import describe
 
 Step = Callable[[], bool]
 
@@ -56,7 +57,7 @@ class Loop:
             except PermissionDeniedError as exc:
                 # Retrying cannot help: stop the consumer and say what was refused.
                 exc.process = self.name
-                self.log.error("%s: %s stopped: %s", self.context, self.name, exc)
+                self.log.error("%s: %s stopped: %s", self.context, self.name, describe(exc))
                 raise
             except Exception as exc:
                 failures += 1
@@ -67,17 +68,17 @@ class Loop:
                         self.context,
                         self.name,
                         failures,
-                        exc,
+                        describe(exc),
                     )
                     raise MaxBackoffExceededError(self.name, failures) from exc
                 delay = backoff(failures, self.max_backoff())
                 self.log.warning(
-                    "%s: %s failed (%d in a row), retrying in %.2f s: %r",
+                    "%s: %s failed (%d in a row), retrying in %.2f s: %s",
                     self.context,
                     self.name,
                     failures,
                     delay,
-                    exc,
+                    describe(exc),
                 )
                 self.stopping.wait(delay)
                 continue
@@ -138,7 +139,7 @@ class ThreadHeartbeat:
             try:
                 self._beat()
             except Exception as exc:  # noqa: BLE001 - the Heartbeat loop reports failures that last
-                log.debug("%s: thread heartbeat failed: %r", self._context, exc)
+                log.debug("%s: thread heartbeat failed: %s", self._context, describe(exc))
                 continue
             self.beats += 1
             self._gave_up = False

@@ -34,6 +34,7 @@ from gq.job import Job
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.recorder import OUTCOMES, Recorder
 from gq.redis_admin import QueueAdmin, registered_queues
+from gq.redis_base import describe
 from gq.serving import serve_wsgi
 
 if TYPE_CHECKING:
@@ -357,7 +358,7 @@ class QueueCollector:
                 gauges = self._handle(name).gauges(self._consumer_timeout)
             except Exception as exc:  # noqa: BLE001 - a bad name, a Redis error: this queue only
                 self.errors += 1
-                log.warning("metrics scrape of queue %s failed: %r", name, exc)
+                log.warning("metrics scrape of queue %s failed: %s", name, describe(exc))
                 continue
             for state in ("ready", "scheduled", "inflight", "dead"):
                 counts.add_metric([name, state], getattr(gauges, state))
@@ -376,7 +377,7 @@ class QueueCollector:
             return registered_queues(self._client)
         except Exception as exc:  # noqa: BLE001 - a scrape reports the error, never raises
             self.errors += 1
-            log.warning("metrics scrape could not read the queue registry: %r", exc)
+            log.warning("metrics scrape could not read the queue registry: %s", describe(exc))
             return []
 
     def _handle(self, name: str) -> QueueAdmin:

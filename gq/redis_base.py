@@ -105,6 +105,14 @@ def chunks(items: Sequence[T], size: int = MAX_BATCH) -> list[Sequence[T]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+def describe(exc: BaseException) -> str:
+    """An error as a log line shows it: its type and its message on one line, e.g.
+    "ResponseError: WRONGTYPE Operation against ...". Every log site that reports a Redis
+    error uses this: redis-py 8's ``repr`` of one is only "server:ResponseError"."""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 def as_text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 

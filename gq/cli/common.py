@@ -17,7 +17,7 @@ from gq.connection import DEFAULT_URL, client_from_url, redact_url
 from gq.errors import ConfigurationError, PermissionDeniedError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.redis_admin import QueueAdmin
-from gq.redis_base import ScriptedQueue
+from gq.redis_base import ScriptedQueue, describe
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -216,7 +216,9 @@ def unreachable(rq: ScriptedQueue, url: str) -> str | None:
     try:
         rq.ping()
     except Exception as exc:
-        if not is_refusal(exc):
+        # A ResponseError of any kind (a key of the queue holding the wrong type) means
+        # Redis answered and will answer the same: a clear exit, not a traceback.
+        if not (is_refusal(exc) or isinstance(exc, redis.ResponseError)):
             raise
-        return scrub(str(exc) or type(exc).__name__, url_secrets(url))
+        return scrub(describe(exc), url_secrets(url))
     return None

@@ -11,6 +11,7 @@ import gevent
 import redis
 
 from gq.consumer import Consumer
+from gq.redis_base import describe
 from gq.redis_queue import RedisQueue
 
 log = logging.getLogger("gq.worker")
@@ -50,7 +51,9 @@ def burst_loop(
         try:
             left = sum(sum(rq.backlog(consumer.id)) for rq in rqs)
         except redis.RedisError as exc:
-            log.warning("%s: burst check failed, trying again: %s", consumer.context, exc)
+            log.warning(
+                "%s: burst check failed, trying again: %s", consumer.context, describe(exc)
+            )
         else:
             if left == 0:
                 log.info("%s: burst: nothing ready, due or in flight; stopping", consumer.context)

@@ -39,7 +39,7 @@ from gq.cli.supervisor import add_flags as add_process_flags
 from gq.connection import redact_url
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic
-from gq.redis_base import ScriptedQueue
+from gq.redis_base import ScriptedQueue, describe
 from gq.redis_queue import RedisQueue
 
 log = logging.getLogger("gq.worker")
@@ -167,11 +167,12 @@ def _consume(consumer: gq.Consumer, child: Child | None, handler: Callable[..., 
     except gq.PermissionDeniedError as exc:
         if exc.process is None:  # refused at start (the registration): as unreachable
             raise CliError(EXIT_UNREACHABLE, str(exc)) from None
-        log.error("%s: stopped on a fatal error: %s", consumer.context, exc)
+        log.error("%s: stopped on a fatal error: %s", consumer.context, describe(exc))
         return False
     except Exception as exc:
-        expected = isinstance(exc, (gq.GQError, redis.RedisError))
-        log.error("%s: stopped on a fatal error: %s", consumer.context, exc, exc_info=not expected)
+        trace = not isinstance(exc, (gq.GQError, redis.RedisError))  # unexpected: the stack
+        shown = describe(exc)
+        log.error("%s: stopped on a fatal error: %s", consumer.context, shown, exc_info=trace)
         return False
     return True
 
