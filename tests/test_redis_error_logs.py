@@ -20,7 +20,7 @@ WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 
 def test_describe_gives_the_type_and_the_message() -> None:
-    from gq.redis_base import describe
+    from gq.store.base import describe
 
     assert describe(redis.ResponseError(WRONGTYPE)) == f"ResponseError: {WRONGTYPE}"
     assert describe(redis.ConnectionError("Error 111\n  refused")) == (

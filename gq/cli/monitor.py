@@ -10,9 +10,9 @@ import time
 import gevent
 import redis
 
-from gq.consumer import Consumer
-from gq.redis_base import describe
-from gq.redis_queue import RedisQueue
+from gq.store.base import describe
+from gq.store.jobs import RedisQueue
+from gq.worker.consumer import Consumer
 
 log = logging.getLogger("gq.worker")
 
