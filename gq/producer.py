@@ -20,9 +20,10 @@ from gq.store.jobs import RedisQueue
 #: stall a single-threaded Redis while a script copies the message (docs/decisions.md).
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024
 
-#: How far ahead a job may be scheduled: beyond it a time is a bug (milliseconds for
-#: seconds), and the pages that show it could only say "after year 9999".
-MAX_SCHEDULE_AHEAD = 100 * 365 * 86400.0
+#: The latest time a job may be scheduled for: the last second of year 9999 (UTC), the
+#: end of the calendar the pages and ``gq`` show times in. A later time is a unit bug
+#: (milliseconds given as seconds) and could only be shown as "after year 9999".
+MAX_SCHEDULE_TIME = 253402300799.0
 
 When = Union[datetime, float, int]
 Delay = Union[timedelta, float, int]
@@ -149,8 +150,8 @@ def all_stored_or_raise(items: list[Job], stored: list[bool]) -> list[str]:
 
 def _unix_time(when: When) -> float:
     at = _finite(when.timestamp() if isinstance(when, datetime) else when, "when")
-    if at - time.time() > MAX_SCHEDULE_AHEAD:
-        raise ConfigurationError(f"when must be at most 100 years ahead, got {when!r}")
+    if at > MAX_SCHEDULE_TIME:
+        raise ConfigurationError(f"when must be at most the end of year 9999, got {when!r}")
     return at
 
 
@@ -158,8 +159,8 @@ def _seconds(delay: Delay) -> float:
     seconds = _finite(delay.total_seconds() if isinstance(delay, timedelta) else delay, "delay")
     if seconds < 0:
         raise ConfigurationError(f"delay must not be negative, got {delay!r}")
-    if seconds > MAX_SCHEDULE_AHEAD:
-        raise ConfigurationError(f"delay must be at most 100 years, got {delay!r}")
+    if time.time() + seconds > MAX_SCHEDULE_TIME:
+        raise ConfigurationError(f"delay must end at most at the end of year 9999, got {delay!r}")
     return seconds
 
 

@@ -420,9 +420,9 @@ def test_a_queue_name_with_markup_and_slashes_is_escaped_and_reachable(
         make_dead(rq, [(b"a", "e")])
         body = http.get("/").body
         assert "<img/src" not in body and "&lt;img/src=x/onerror=alert(3)&gt;" in body
-        from urllib.parse import quote
+        from gq.dashboard.pages import name_segment
 
-        dead = http.get(f"/queues/{quote(name, safe='')}/dead")
+        dead = http.get(f"/queues/{name_segment(name)}/dead")
         assert dead.status == 200 and "<img/src" not in dead.body and "a</pre>" in dead.body
     finally:
         client.srem(REGISTRY, name)

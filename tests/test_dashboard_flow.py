@@ -9,7 +9,6 @@ import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 import redis
@@ -18,6 +17,7 @@ from selenium.webdriver.common.by import By
 
 import gq
 from gq import dashboard
+from gq.dashboard.pages import name_segment
 from tests.dashboard_support import Http, chromium, registered_queue, serving
 from tests.helpers import RedisServer, delete_keys, wait_until
 from tests.queue_sides import BothSides
@@ -50,7 +50,7 @@ def http(client: redis.Redis) -> Iterator[Http]:
 
 
 def path(rq: BothSides, suffix: str = "") -> str:
-    return f"/queues/{quote(rq.keys.name, safe='')}{suffix}"
+    return f"/queues/{name_segment(rq.keys.name)}{suffix}"
 
 
 def flow_panel(body: str) -> str:

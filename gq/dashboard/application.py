@@ -36,27 +36,25 @@ log = logging.getLogger("gq.dashboard")
 Handler = Callable[..., Response]
 StartResponse = Callable[..., Any]
 
-# (method, path pattern, handler); the first full match wins, so specific paths come first.
-# A queue name may hold "/": the name is matched lazily up to a known suffix.
+# (method, path pattern, handler); the first full match wins. A queue name is one path
+# segment: its links escape "/" and "%" once more (pages.name_segment), because a WSGI
+# server decodes %2F before routing, and the name is read back from the segment here.
+_NAME = r"(?P<name>[^/]+)"
 _ROUTE_TABLE: list[tuple[str, str, Handler]] = [
     ("GET", r"/", pages.index),
     ("GET", r"/metrics", pages.metrics),
     ("GET", r"/static/(?P<file>[a-z0-9_-]+\.(?:css|js|svg))", pages.static),
     ("GET", r"/api/queues", pages.api_queues),
-    (
-        "GET",
-        r"/api/queues/(?P<name>.+?)/(?P<view>consumers|dead|scheduled|history)",
-        pages.api_view,
-    ),
-    ("GET", r"/api/queues/(?P<name>.+)", pages.api_queue),
-    ("GET", r"/queues/(?P<name>.+?)/dead", pages.dead),
-    ("GET", r"/queues/(?P<name>.+?)/scheduled", pages.scheduled),
-    ("GET", r"/queues/(?P<name>.+?)/consumers", pages.consumers),
-    ("GET", r"/queues/(?P<name>.+?)/job", pages.job),
-    ("POST", r"/queues/(?P<name>.+?)/dead/(?P<verb>retry|delete)", pages.dead_action),
-    ("POST", r"/queues/(?P<name>.+?)/scheduled/(?P<verb>run|delete)", pages.scheduled_action),
-    ("POST", r"/queues/(?P<name>.+?)/(?P<verb>pause|resume)", pages.flow_action),
-    ("GET", r"/queues/(?P<name>.+)", pages.queue),
+    ("GET", rf"/api/queues/{_NAME}/(?P<view>consumers|dead|scheduled|history)", pages.api_view),
+    ("GET", rf"/api/queues/{_NAME}", pages.api_queue),
+    ("GET", rf"/queues/{_NAME}/dead", pages.dead),
+    ("GET", rf"/queues/{_NAME}/scheduled", pages.scheduled),
+    ("GET", rf"/queues/{_NAME}/consumers", pages.consumers),
+    ("GET", rf"/queues/{_NAME}/job", pages.job),
+    ("POST", rf"/queues/{_NAME}/dead/(?P<verb>retry|delete)", pages.dead_action),
+    ("POST", rf"/queues/{_NAME}/scheduled/(?P<verb>run|delete)", pages.scheduled_action),
+    ("POST", rf"/queues/{_NAME}/(?P<verb>pause|resume)", pages.flow_action),
+    ("GET", rf"/queues/{_NAME}", pages.queue),
 ]
 ROUTES = [(method, re.compile(pattern), handler) for method, pattern, handler in _ROUTE_TABLE]
 
@@ -140,7 +138,10 @@ class Dashboard:
                 continue
             if route_method != method:
                 raise HTTPError(405, "Method not allowed.")
-            return handler, match.groupdict()
+            params = match.groupdict()
+            if "name" in params:
+                params["name"] = pages.segment_name(params["name"])
+            return handler, params
         raise HTTPError(404, "No such page.")
 
     # -- queues ----------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Callable
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from gq.dashboard import chart, model
 from gq.dashboard.http import HTTPError, Request, Response, json_response, redirect, text_response
@@ -198,9 +198,21 @@ def _after(request: Request, name: str, suffix: str, code: str, done: int | None
 
 
 def queue_url(request: Request, name: str, suffix: str = "") -> str:
-    """The path of a queue's page under the dashboard's mount point; the name is
-    percent-encoded whole, so no character of it can end or change the path."""
-    return f"{request.script_name}/queues/{quote(name, safe='')}{suffix}"
+    """The path of a queue's page under the dashboard's mount point: the name is one
+    segment, so no character of it can end or change the path."""
+    return f"{request.script_name}/queues/{name_segment(name)}{suffix}"
+
+
+def name_segment(name: str) -> str:
+    """``name`` as one URL path segment that survives the server's decoding: "/" and "%"
+    are escaped twice ("/" -> %252F), since PATH_INFO arrives with %2F already decoded
+    into a "/" that routing could not tell from the path's own; the rest once."""
+    return quote(name.replace("%", "%25").replace("/", "%2F"), safe="")
+
+
+def segment_name(segment: str) -> str:
+    """The queue name in a path segment the server decoded once (``name_segment``)."""
+    return unquote(segment)
 
 
 # -- JSON, health, static ------------------------------------------------------------------
