@@ -157,6 +157,31 @@ def test_a_queue_named_with_markup_shows_as_text(
         delete_keys(client, "<img/src*")
 
 
+def test_a_queue_named_x_slash_pause_is_reached_and_paused_by_clicking(
+    browser: Any, site: str, client: redis.Redis
+) -> None:
+    """Issue #15 defect 14, as a person clicks: the link of "<q>/pause" opens that queue's
+    page (not a 405), and its Pause button pauses it, not "<q>"."""
+    base = f"test_browser_slash_{uuid.uuid4().hex[:6]}"
+    names = [base, f"{base}/pause", f"{base}/dead"]
+    client.sadd(REGISTRY, *names)
+    try:
+        for name in names:
+            gq.Producer(name, client=client).perform(b"x")
+        for name in names[1:]:
+            browser.get(site + "/")
+            browser.find_element(By.LINK_TEXT, name).click()
+            assert browser.find_element(By.CSS_SELECTOR, ".queue-title .name").text == name
+        browser.find_element(By.XPATH, "//button[text()='Pause']").click()
+        flash = wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".flash"), 10)
+        assert flash[0].text.startswith("Queue paused")
+        assert browser.find_element(By.CSS_SELECTOR, ".queue-title .name").text == names[2]
+        assert [gq.Queue(n, client=client).paused for n in names] == [False, False, True]
+    finally:
+        client.srem(REGISTRY, *names)
+        delete_keys(client, f"{base}*")
+
+
 def test_read_only_mode_shows_no_buttons(browser: Any, rq: BothSides, client: redis.Redis) -> None:
     make_dead(rq, [(b"a", "e")])
     gq.Producer(rq.keys.name, client=client).perform_after(600, b"s")
