@@ -89,7 +89,8 @@ class RedisQueue(ScriptedQueue):
     def deregister(self, consumer_id: str) -> bool:
         """Leave the consumers set after a clean stop, unless jobs are still in flight."""
         inflight = self.keys.inflight(consumer_id)
-        keys = [self.keys.consumers, inflight, self.keys.held]
+        k = self.keys
+        keys = [k.consumers, inflight, k.held, k.flow, k.active, k.signal]
         return bool(self._run("deregister", keys, [inflight]))
 
     def wait_for_signal(self, timeout: float) -> bool:
@@ -220,7 +221,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.consumers, k.active, k.data, k.dead, k.signal, k.recovered, k.held, k.cancelled,
-            *inflight_keys,
+            k.flow, *inflight_keys,
         ]  # fmt: skip
         args = [
             repr(float(timeout)),
@@ -243,7 +244,8 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         reply = self._run(
             "tidy",
-            [k.dead, k.data, k.recovered, k.held, k.consumers, k.cancelled],
+            [k.dead, k.data, k.recovered, k.held, k.consumers, k.cancelled, k.flow, k.active,
+             k.signal],
             [dead_max_jobs, repr(float(dead_max_age)), cursor, count, CANCEL_KEEP],
         )
         return as_text(reply[0]), int(reply[1]), int(reply[2])
