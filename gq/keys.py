@@ -81,7 +81,12 @@ class QueueKeys:
     @property
     def push_keys(self) -> list[str]:
         """The keys of push.lua, for the blocking and the asyncio producer alike."""
-        return [self.data, self.active, self.signal, self.flow]
+        return [self.data, self.active, self.signal, self.flow, self.cancelled]
+
+    @property
+    def schedule_keys(self) -> list[str]:
+        """The keys of schedule.lua, for the blocking and the asyncio producer alike."""
+        return [self.data, self.scheduled, self.cancelled]
 
     def inflight(self, consumer_id: str) -> str:
         return f"{self.name}:inflight:{consumer_id}"

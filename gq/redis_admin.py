@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gq.keys import QUEUE_REGISTRY
-from gq.redis_base import RedisClient, RedisPipeline, ScriptedQueue, as_text, chunks, optional_int
+from gq.redis_base import (
+    RedisClient,
+    RedisPipeline,
+    ScriptedQueue,
+    as_text,
+    chunks,
+    held_back,
+    optional_int,
+    rate_setting,
+)
 
 # The most queue names read from the registry (a bound on one SSCAN walk).
 MAX_REGISTERED_QUEUES = 10_000
@@ -37,20 +46,21 @@ class QueueAdmin(ScriptedQueue):
         now_ms = self.server_time() * 1000 if hold is not None else 0.0
         return FlowState(
             paused=paused == b"1",
-            rate=None if rate is None else (int(rate), int(period) / 1000),
+            rate=rate_setting(rate, period),
             concurrency=None if concurrency is None else int(concurrency),
             held=sum(int(n) for n in held),
-            held_back=max(0.0, (int(hold) - now_ms) / 1000) if hold is not None else 0.0,
+            held_back=held_back(hold, now_ms),
         )
 
     def set_paused(self, paused: bool) -> None:
         """Pause (consumers fetch nothing; running jobs finish) or resume, waking every
-        consumer at once: fetch.lua cleared the signal they wait on while paused."""
+        consumer at once (fetch.lua cleared the signal they wait on while paused). Resuming
+        also lifts a handler's RateLimited hold: the operator says "fetch again now"."""
         pipe = self.client.pipeline(transaction=False)
         if paused:
             pipe.hset(self.keys.flow, "paused", "1")
         else:
-            pipe.hdel(self.keys.flow, "paused")
+            pipe.hdel(self.keys.flow, "paused", "hold_until")
             self._raise_signal(pipe)
         pipe.execute()
 
@@ -156,7 +166,8 @@ class QueueAdmin(ScriptedQueue):
         ]
         if not batches:
             return []
-        keys = [self.keys.dead, self.keys.data, self.keys.active, self.keys.signal]
+        keys = [self.keys.dead, self.keys.data, self.keys.active, self.keys.signal,
+                self.keys.cancelled]  # fmt: skip
         return [
             bool(flag) for reply in self._run_batches("retry_dead", keys, batches) for flag in reply
         ]

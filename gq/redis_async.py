@@ -32,7 +32,7 @@ class AsyncRedisQueue:
         self, entries: Sequence[tuple[str, bytes, float]], *, relative: bool
     ) -> list[bool]:
         """``RedisQueue.schedule``, awaited."""
-        keys = [self.keys.data, self.keys.scheduled]
+        keys = self.keys.schedule_keys
         batches = schedule_batches(entries, relative)
         with full_queue_errors():
             return flags(await self._run_batches("schedule", keys, batches))

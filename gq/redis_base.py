@@ -10,6 +10,7 @@ above them builds a key or a Redis command.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
@@ -18,7 +19,7 @@ import redis
 from redis.commands.core import Script
 
 from gq import scripts, topology
-from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError
+from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError, RateLimited
 from gq.keys import QueueKeys
 
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
@@ -218,6 +219,26 @@ def flags(replies: Iterable[Any]) -> list[bool]:
 
 def optional_int(value: str | None) -> int | None:
     return None if value is None else int(float(value))
+
+
+def held_back(hold_until: bytes | None, now_ms: float) -> float:
+    """The seconds a stored ``hold_until`` (server ms) still holds the queue back, as
+    fetch.lua reads it: 0 for none, junk or NaN, at most ``RateLimited.MAX_AFTER`` (a hold
+    of "inf" written before the cap)."""
+    try:
+        at = float(hold_until) if hold_until is not None else math.nan
+    except ValueError:
+        return 0.0
+    return 0.0 if math.isnan(at) else min(max(0.0, (at - now_ms) / 1000), RateLimited.MAX_AFTER)
+
+
+def rate_setting(rate: bytes | None, period: bytes | None) -> tuple[int, float] | None:
+    """The stored rate limit as (jobs, seconds); None for none, or settings that are not
+    numbers (fetch.lua ignores those too)."""
+    try:
+        return None if rate is None or period is None else (int(rate), int(period) / 1000)
+    except ValueError:
+        return None
 
 
 class ScriptedQueue:

@@ -78,7 +78,7 @@ class RedisQueue(ScriptedQueue):
         """
         batches = schedule_batches(entries, relative)
         with full_queue_errors():
-            replies = self._run_batches("schedule", [self.keys.data, self.keys.scheduled], batches)
+            replies = self._run_batches("schedule", self.keys.schedule_keys, batches)
         return flags(replies)
 
     def register(self, consumer_id: str) -> float:
@@ -165,7 +165,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.scheduled, k.data, k.recovered, k.held, k.flow, k.active,
-            k.signal,
+            k.signal, k.cancelled,
         ]  # fmt: skip
         args = [job_id, message, repr(float(delay)), repr(float(hold))]
         return bool(self._run("retry", keys, args))
@@ -183,7 +183,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.dead, k.data, k.recovered, k.held, k.flow, k.active,
-            k.signal,
+            k.signal, k.cancelled,
         ]  # fmt: skip
         args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
         return bool(self._run("kill", keys, args))
@@ -291,7 +291,8 @@ class RedisQueue(ScriptedQueue):
         """Enqueue one occurrence of a periodic schedule unless the script, on the server's
         clock, finds it handled, early or too late (periodic.lua says which)."""
         k = self.keys
-        keys = [k.periodic, k.periodic_rules, k.periodic_enqueued, k.data, k.active, k.signal]
+        keys = [k.periodic, k.periodic_rules, k.periodic_enqueued, k.data, k.active, k.signal,
+                k.cancelled]  # fmt: skip
         o = occurrence
         args = [o.name, o.at, o.following, o.job_id, o.message, o.rule, repr(float(o.late_limit))]
         with full_queue_errors():

@@ -260,7 +260,7 @@ def _greedy_fetches(rq: RedisQueue, seconds: float) -> list[tuple[float, float, 
         if len(fetched):
             fetches.append((before, after, len(fetched)))
         resume_at = after + fetched.wait
-        wait_until(lambda: rq.server_time() >= resume_at, 5, interval=0.002)
+        wait_until(lambda at=resume_at: rq.server_time() >= at, 5, interval=0.002)
     return fetches
 
 
