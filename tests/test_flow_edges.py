@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import gq
-from gq.store.keys import QueueKeys
 from gq.store.admin import QueueAdmin
 from gq.store.jobs import RedisQueue
+from gq.store.keys import QueueKeys
 from tests.helpers import Backend, delete_keys, wait_until
 from tests.test_flow import Tracker
 
