@@ -20,6 +20,7 @@ from redis.commands.core import Script
 
 from gq import scripts
 from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError, RateLimited
+from gq.job import ID_ERRORS
 from gq.store import topology
 from gq.store.keys import QueueKeys
 
@@ -105,7 +106,14 @@ def chunks(items: Sequence[T], size: int = MAX_BATCH) -> list[Sequence[T]]:
 
 
 def as_text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+    return value.decode("utf-8", ID_ERRORS) if isinstance(value, bytes) else str(value)
+
+
+def wire(values: Iterable[Any]) -> list[Any]:
+    """Script arguments as Redis gets them: text encoded here with surrogateescape, so that
+    a job id read from Redis by ``as_text`` goes back as the exact bytes it came as, with
+    any client (redis-py's encoder, strict by default, refuses such an id)."""
+    return [v.encode("utf-8", ID_ERRORS) if type(v) is str else v for v in values]
 
 
 @contextmanager
@@ -256,7 +264,7 @@ class ScriptedQueue:
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         with permission_errors(f"gq's {name} script"):
-            return self._scripts[name](keys=list(keys), args=list(args))
+            return self._scripts[name](keys=list(keys), args=wire(args))
 
     def _run_batches(self, name: str, keys: Sequence[str], batches: list[list[Any]]) -> list[Any]:
         """Run one script call per batch: a single call directly, several in one pipeline.
@@ -267,7 +275,7 @@ class ScriptedQueue:
             return [self._run(name, keys, args) for args in batches]
         pipe = self.client.pipeline(transaction=False)
         for args in batches:  # (a Pipeline is a redis.Redis: no cluster comes here)
-            self._scripts[name](keys=list(keys), args=args, client=cast(redis.Redis, pipe))
+            self._scripts[name](keys=list(keys), args=wire(args), client=cast(redis.Redis, pipe))
         with permission_errors(f"gq's {name} script"):
             return list(pipe.execute())
 
@@ -282,7 +290,7 @@ class ScriptedQueue:
 
     def messages(self, ids: Iterable[str]) -> list[bytes | None]:
         """The stored message of each id, None where there is none."""
-        ids = list(ids)
+        ids = wire(ids)
         return list(self.client.hmget(self.keys.data, ids)) if ids else []
 
     def ping(self) -> None:
