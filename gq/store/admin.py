@@ -11,16 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gq.store.base import (
-    RedisClient,
-    RedisPipeline,
-    ScriptedQueue,
-    as_text,
-    chunks,
-    held_back,
-    optional_int,
-    rate_setting,
-)
+from gq.store import base
+from gq.store.base import RedisClient, RedisPipeline, ScriptedQueue, as_text, chunks, optional_int
 from gq.store.keys import QUEUE_REGISTRY
 
 # The most queue names read from the registry (a bound on one SSCAN walk).
@@ -46,16 +38,15 @@ class QueueAdmin(ScriptedQueue):
         now_ms = self.server_time() * 1000 if hold is not None else 0.0
         return FlowState(
             paused=paused == b"1",
-            rate=rate_setting(rate, period),
+            rate=base.rate_setting(rate, period),
             concurrency=None if concurrency is None else int(concurrency),
             held=sum(int(n) for n in held),
-            held_back=held_back(hold, now_ms),
+            held_back=base.held_back(hold, now_ms),
         )
 
     def set_paused(self, paused: bool) -> None:
         """Pause (consumers fetch nothing; running jobs finish) or resume, waking every
-        consumer at once (fetch.lua cleared the signal they wait on while paused). Resuming
-        also lifts a handler's RateLimited hold: the operator says "fetch again now"."""
+        consumer at once (fetch.lua cleared their signal) and lifting a RateLimited hold."""
         pipe = self.client.pipeline(transaction=False)
         if paused:
             pipe.hset(self.keys.flow, "paused", "1")
@@ -166,8 +157,7 @@ class QueueAdmin(ScriptedQueue):
         ]
         if not batches:
             return []
-        keys = [self.keys.dead, self.keys.data, self.keys.active, self.keys.signal,
-                self.keys.cancelled]  # fmt: skip
+        keys = self.keys.retry_dead_keys
         return [
             bool(flag) for reply in self._run_batches("retry_dead", keys, batches) for flag in reply
         ]

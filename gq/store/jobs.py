@@ -89,8 +89,7 @@ class RedisQueue(ScriptedQueue):
     def deregister(self, consumer_id: str) -> bool:
         """Leave the consumers set after a clean stop, unless jobs are still in flight."""
         inflight = self.keys.inflight(consumer_id)
-        k = self.keys
-        keys = [k.consumers, inflight, k.held, k.flow, k.active, k.signal]
+        keys = [self.keys.consumers, inflight, self.keys.held, *self.keys.wake_keys]
         return bool(self._run("deregister", keys, [inflight]))
 
     def wait_for_signal(self, timeout: float) -> bool:
@@ -244,8 +243,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         reply = self._run(
             "tidy",
-            [k.dead, k.data, k.recovered, k.held, k.consumers, k.cancelled, k.flow, k.active,
-             k.signal],
+            [k.dead, k.data, k.recovered, k.held, k.consumers, k.cancelled, *k.wake_keys],
             [dead_max_jobs, repr(float(dead_max_age)), cursor, count, CANCEL_KEEP],
         )
         return as_text(reply[0]), int(reply[1]), int(reply[2])
@@ -290,13 +288,10 @@ class RedisQueue(ScriptedQueue):
     def enqueue_periodic(self, occurrence: PeriodicOccurrence) -> PeriodicReply:
         """Enqueue one occurrence of a periodic schedule unless the script, on the server's
         clock, finds it handled, early or too late (periodic.lua says which)."""
-        k = self.keys
-        keys = [k.periodic, k.periodic_rules, k.periodic_enqueued, k.data, k.active, k.signal,
-                k.cancelled]  # fmt: skip
         o = occurrence
         args = [o.name, o.at, o.following, o.job_id, o.message, o.rule, repr(float(o.late_limit))]
         with full_queue_errors():
-            outcome, now, cursor = self._run("periodic", keys, args)
+            outcome, now, cursor = self._run("periodic", self.keys.periodic_keys, args)
         return PeriodicReply(
             as_text(outcome), float(now), None if cursor is None else int(as_text(cursor))
         )
