@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -110,12 +111,24 @@ class RateLimited(Exception):
     """Raised by a handler whose service said "slow down" (HTTP 429, a quota): the job goes
     back to the queue ``after`` seconds from now without an attempt charged, and the whole
     queue fetches nothing for ``after`` seconds, on every consumer (SPEC section 9).
+    ``after`` must be a finite number of seconds above 0; more than ``MAX_AFTER`` (a day)
+    is cut to it. An operator lifts the hold with ``gq.Queue.resume()`` (``gq resume``).
     """
 
+    #: The longest hold, in seconds: a quota that resets daily is the longest wait a
+    #: service asks for; anything longer is a bug on one side, not a reason to stop a queue.
+    MAX_AFTER = 86400.0
+
     def __init__(self, after: float, reason: str = "") -> None:
-        if not after > 0:
-            raise ValueError(f"RateLimited(after=...) needs a positive delay, not {after!r}")
-        self.after = float(after)
+        try:
+            seconds = float(after)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(
+                f"RateLimited(after=...) needs a finite, positive number of seconds, not {after!r}"
+            )
+        self.after = min(seconds, self.MAX_AFTER)
         super().__init__(reason or f"rate limited: queue held back for {after:g} s")
 
 

@@ -25,6 +25,11 @@ READY_AT_KEY = "ReadyAt"
 # archive: a bounded size keeps a traceback-sized error from bloating Redis.
 MAX_ERROR_CHARS = 2000
 
+# A Go string holds any bytes, so an id curlyq wrote may not be UTF-8: gq reads it with
+# surrogateescape (each stray byte a lone surrogate) and writes it back the same way, here
+# and at the Redis boundary (gq.store.base.wire), so the id stays exact end to end.
+ID_ERRORS = "surrogateescape"
+
 _RAW_ID = ID_KEY.encode()
 _RAW_DATA = DATA_KEY.encode()
 _RAW_ATTEMPT = ATTEMPT_KEY.encode()
@@ -143,7 +148,9 @@ def encode(job: Job, error: str | None = None, ready_at: float | None = None) ->
         message[ERROR_KEY] = error[:MAX_ERROR_CHARS]
     if ready_at is not None:
         message[READY_AT_KEY] = float(ready_at)
-    return msgpack.packb(message, use_bin_type=True)  # type: ignore[no-any-return]
+    # surrogateescape: an id read from a curlyq message that is not UTF-8 goes back as
+    # the bytes it came as (decode() reads it with the same handler).
+    return msgpack.packb(message, use_bin_type=True, unicode_errors=ID_ERRORS)  # type: ignore[no-any-return]
 
 
 def decode(raw: bytes) -> Job:
@@ -164,7 +171,7 @@ def decode(raw: bytes) -> Job:
             try:
                 job = Job(raw_id.decode("utf-8"), data, attempt)
             except UnicodeDecodeError:
-                pass
+                pass  # the full path keeps it exact
             else:
                 if _every:
                     _countdown -= 1
@@ -210,10 +217,7 @@ def _job_from_map(fields: Mapping[str, Any]) -> Job:
     raw_id = fields.get(ID_KEY)
     if not isinstance(raw_id, bytes):
         raise MessageDecodeError(f"{ID_KEY} is missing or not a string")
-    try:
-        job_id = raw_id.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MessageDecodeError(f"{ID_KEY} is not UTF-8") from exc
+    job_id = raw_id.decode("utf-8", ID_ERRORS)
     data = fields.get(DATA_KEY, b"")
     if data is None:  # a Go nil slice
         data = b""

@@ -22,6 +22,11 @@ from gq.store.admin import FlowState, QueueAdmin
 from gq.store.config import resolve_client
 
 Rate = tuple[int, float]
+# The bounds of a rate limit (lib/flow.lua holds the same): its period at most 30 days in
+# seconds, at most a billion jobs per period, so that every number fetch.lua computes stays
+# an exact integer in Redis's replies and expiries.
+MAX_RATE_PERIOD = 30 * 86400
+MAX_RATE_JOBS = 1_000_000_000
 
 
 class _Unchanged:
@@ -50,7 +55,8 @@ class Queue:
         self._admin.set_paused(True)
 
     def resume(self) -> None:
-        """Consumers fetch again, woken at once."""
+        """Consumers fetch again, woken at once; this also lifts a handler's RateLimited hold
+        (the jobs it put back stay scheduled for their time)."""
         self._admin.set_paused(False)
 
     @property
@@ -150,16 +156,21 @@ def _checked_rate(rate: Rate | None) -> tuple[int | None, int | None]:
         count, seconds = rate
     except (TypeError, ValueError):
         raise ConfigurationError(f"rate must be (jobs, seconds) or None, not {rate!r}") from None
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ConfigurationError(f"a rate limit needs at least 1 job per period, not {count!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_RATE_JOBS:
+        raise ConfigurationError(
+            f"a rate limit needs 1 to {MAX_RATE_JOBS:,} jobs per period, not {count!r}"
+        )
     try:
         period_ms = round(float(seconds) * 1000)
     except (TypeError, ValueError, OverflowError):  # not a number, NaN, infinite
         raise ConfigurationError(
             f"a rate limit's period must be seconds, not {seconds!r}"
         ) from None
-    if not period_ms >= 1:
-        raise ConfigurationError(f"a rate limit's period must be at least 1 ms, not {seconds!r}")
+    if not 1 <= period_ms <= MAX_RATE_PERIOD * 1000:
+        raise ConfigurationError(
+            f"a rate limit's period must be 1 ms to {MAX_RATE_PERIOD // 86400:g} days, "
+            f"not {seconds!r} s"
+        )
     return count, period_ms
 
 

@@ -83,6 +83,21 @@ def test_pause_and_resume_from_the_queue_page(http: Http, rq: BothSides, queue: 
     assert ">Running<" in flow_panel(http.get(path(rq)).body)
 
 
+def test_a_rate_limited_hold_shows_and_is_lifted_from_the_queue_page(
+    http: Http, rq: BothSides, queue: gq.Queue
+) -> None:
+    rq.client.hset(rq.keys.flow, "hold_until", "inf")  # written before the cap of a day
+    summary = json.loads(http.get(f"/api/queues/{name_segment(rq.keys.name)}").body)
+    assert summary["held_back_seconds"] == 86400
+    page = http.get(path(rq))
+    panel = flow_panel(page.body)
+    assert 'data-field="held_back"' in panel and 'data-action="lift-hold"' in panel
+    reply = http.post(path(rq, "/resume"), [("csrf_token", page.token)])
+    assert reply.status == 303
+    assert queue.stats()["held_back_seconds"] == 0
+    assert 'data-action="lift-hold"' not in flow_panel(http.get(path(rq)).body)
+
+
 def test_a_queue_named_with_slashes_is_paused_by_its_own_name(
     http: Http, client: redis.Redis
 ) -> None:

@@ -110,6 +110,9 @@ def test_limit_sets_shows_changes_one_and_clears(
         (["--rate", "5/0"], "period must be at least 1ms"),
         (["--rate", "5/-1"], "invalid period '-1'"),
         (["--rate", "5/1e400"], "invalid period"),
+        (["--rate", "1/1e23"], "period must be at most 30d"),
+        (["--rate", "1/31d"], "period must be at most 30d"),
+        (["--rate", "2000000000/1"], "at most 1000000000 jobs per period"),
         (["--concurrency", "-1"], "must be at least 1, not -1"),
         (["--concurrency", "0"], "must be at least 1, not 0"),
         (["--concurrency", "many"], "invalid number 'many'"),
@@ -126,6 +129,28 @@ def test_a_bad_limit_exits_2_with_one_reason_and_changes_nothing(
     assert reason in line, err
     assert "Traceback" not in err and out == ""
     assert queue.limits() == {"rate": (7, 2.0), "concurrency": 4}
+
+
+# -- a handler's RateLimited hold ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hold", [b"inf", b"1e400", b"nan", b"junk", b"far"])
+def test_stats_limit_and_resume_read_any_hold_and_resume_lifts_it(
+    redis_server: RedisServer, rq: BothSides, queue: gq.Queue, hold: bytes
+) -> None:
+    seconds, _ = rq.client.time()
+    far = str((int(seconds) + 7 * 86400) * 1000).encode()  # a week: beyond the cap of a day
+    rq.client.hset(rq.keys.flow, "hold_until", far if hold == b"far" else hold)
+    capped = hold in (b"inf", b"1e400", b"far")
+    for command in (["stats"], ["stats", "--json"], ["limit"]):
+        code, out, err = gq_cmd(rq, redis_server, *command)
+        assert code == 0 and "Traceback" not in err, (command, err)
+        assert ("86400s more" in out or '"held_back_seconds": 86400' in out) == capped, out
+    code, out, err = gq_cmd(rq, redis_server, "resume")
+    assert code == 0, err
+    assert ("lifted a RateLimited hold of 86400s more" in out) == capped, out
+    assert rq.client.hget(rq.keys.flow, "hold_until") is None
+    assert queue.stats()["held_back_seconds"] == 0
 
 
 # -- cancel ----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 from gq.cli import EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError, duration
-from gq.queue import Queue, flow_report
+from gq.queue import MAX_RATE_JOBS, MAX_RATE_PERIOD, Queue, flow_report
 from gq.store.admin import QueueAdmin
 
 _RATE = re.compile(r"^\s*([0-9]+)\s*/\s*(\S+)\s*$")
@@ -32,6 +32,8 @@ def rate(text: str) -> tuple[int, float]:
     jobs = int(match.group(1))
     if jobs < 1:
         raise argparse.ArgumentTypeError(f"a rate needs at least 1 job per period {_NO_JOBS}")
+    if jobs > MAX_RATE_JOBS:
+        raise argparse.ArgumentTypeError(f"a rate allows at most {MAX_RATE_JOBS} jobs per period")
     seconds = _period(match.group(2))
     return jobs, seconds
 
@@ -48,6 +50,10 @@ def _period(text: str) -> float:
     # gq keeps the period in whole milliseconds (Q:flow "period").
     if round(seconds * 1000) < 1:
         raise argparse.ArgumentTypeError(f"a rate's period must be at least 1ms, not {text!r}")
+    if seconds > MAX_RATE_PERIOD:
+        raise argparse.ArgumentTypeError(
+            f"a rate's period must be at most {MAX_RATE_PERIOD // 86400}d, not {text!r}"
+        )
     return seconds
 
 
@@ -128,10 +134,11 @@ def pause(args: argparse.Namespace, rq: QueueAdmin) -> int:
 
 
 def resume(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    queue = _queue(rq)
-    was = queue.paused
+    queue, before = _queue(rq), rq.flow()
     queue.resume()
-    print(f"queue {queue.name} resumed" + ("" if was else " (it was not paused)"))
+    held = round(before.held_back, 3)
+    print(f"queue {queue.name} resumed" + ("" if before.paused else " (it was not paused)")
+          + (f"; lifted a RateLimited hold of {held:g}s more" if held else ""))  # fmt: skip
     return EXIT_OK
 
 
@@ -171,7 +178,8 @@ def concurrency_text(report: dict[str, Any]) -> str:
 def held_back_text(report: dict[str, Any]) -> str:
     """How much longer a handler's RateLimited holds the queue back; "" for not at all."""
     seconds = report["held_back_seconds"]
-    return f"{seconds:g}s more (a handler raised RateLimited)" if seconds > 0 else ""
+    why = "a handler raised RateLimited; gq resume lifts it"
+    return f"{seconds:g}s more ({why})" if seconds > 0 else ""
 
 
 def cancel(args: argparse.Namespace, rq: QueueAdmin) -> int:

@@ -30,7 +30,7 @@ MESSAGES = {
     "deleted": "{n} job(s) deleted.",
     "ran": "{n} job(s) moved to the queue to run now.",
     "paused": "Queue paused: consumers fetch nothing until it is resumed.",
-    "resumed": "Queue resumed.",
+    "resumed": "Queue resumed (and a RateLimited hold lifted, if there was one).",
     "none": "No job was selected.",
 }
 

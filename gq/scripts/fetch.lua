@@ -21,8 +21,10 @@
 -- state: "ok"; "suspect" (the batch is a suspect taken alone); "isolate" (a suspect is
 -- next and ARGV[3] is not "1": nothing taken); "paused"; "full" (the concurrency limit is
 -- reached: wait for the signal, which a release raises); "wait" (the rate limit or a
--- RateLimited hold: fetch again in `wait ms`). A batch cut short by a limit carries the
--- limit's state with the jobs it took.
+-- RateLimited hold: fetch again in `wait ms`, at most MAX_WAIT of lib/flow.lua). A batch
+-- cut short by a limit carries the limit's state with the jobs it took. Flow settings out
+-- of range (written by hand) are cut to lib/flow.lua's bounds, never an error after the
+-- jobs were taken.
 -- Errors with "GQNOTREGISTERED" when this consumer is not in the consumers set (then
 -- nothing is acknowledged either).
 -- Clears the signal when fewer than n jobs were there, in this same script, so a writer's
@@ -44,9 +46,8 @@ local function allowance(n)
   end
   local now
   if flow[2] or flow[5] then now = server_now() * 1000 end
-  if flow[5] and tonumber(flow[5]) > now then
-    return 0, 'wait', math.ceil(tonumber(flow[5]) - now)
-  end
+  local held_back = flow[5] and hold_wait(flow[5], now) or 0
+  if held_back > 0 then return 0, 'wait', held_back end
   local state = 'ok'
   if flow[4] then
     local free = tonumber(flow[4]) - total_held(KEYS[8])
@@ -56,8 +57,8 @@ local function allowance(n)
     end
     if free < n then n, state = free, 'full' end
   end
-  if not flow[2] then return n, state, 0 end
-  local rate, period = tonumber(flow[2]), tonumber(flow[3])
+  local rate, period = rate_settings(flow[2], flow[3])
+  if not rate then return n, state, 0 end
   local allowed, until_next = rate_allowance(KEYS[9], rate, period, now, n)
   if allowed < 1 then return 0, 'wait', until_next, now, rate, period end
   if allowed < n then n, state = allowed, 'wait' end
@@ -92,7 +93,7 @@ if n >= 1 then
   ids, available, suspect = head(n)
   state = suspect or state
 end
-local reply = {state, wait, #flags}
+local reply = {state, math.min(wait, MAX_WAIT), #flags}
 for i = 1, #flags do reply[3 + i] = flags[i] end
 if #ids > 0 then
   -- Reads first: a script is not rolled back on error, and ids trimmed from the list but
@@ -110,7 +111,7 @@ end
 if #ids > 0 then note_held(KEYS[8], KEYS[3]) end
 if state == 'wait' and n >= 1 then
   -- The rate limit cut the batch: the next start is one interval after this batch.
-  reply[2] = math.max(1, math.ceil(period / rate))
+  reply[2] = math.min(math.max(1, math.ceil(period / rate)), MAX_WAIT)
 elseif state == 'full' and n >= 1 and #ids == available then
   starve(KEYS[7], KEYS[5])  -- room is gone; a release raises the signal again
 elseif acked > 0 and state ~= 'full' and state ~= 'paused' then

@@ -1,8 +1,10 @@
 -- include: time, dead, chunk, types, flow
 -- kill: if this consumer owns the job, move it to the dead set (scored now), store its
--- updated message, then trim the dead set to its bounds.
+-- updated message, then trim the dead set to its bounds. A cancel request for the job is
+-- dropped: it was for this life, which is over (a dead job is beyond cancel).
 -- KEYS[1] in-flight set   KEYS[2] dead sorted set   KEYS[3] data hash   KEYS[4] recovered hash
 -- KEYS[5] held hash   KEYS[6] flow settings hash   KEYS[7] active list   KEYS[8] signal list
+-- KEYS[9] cancelled sorted set
 -- ARGV[1] id   ARGV[2] updated message, or "" to keep the stored one (undecodable messages)
 -- ARGV[3] dead_max_jobs   ARGV[4] dead_max_age in seconds
 -- Returns 1 if killed, 0 if this consumer does not own the job (nothing changed).
@@ -12,6 +14,7 @@ local now = server_now()
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 redis.call('HDEL', KEYS[4], ARGV[1])
+forget_cancels(KEYS[9], {ARGV[1]})
 trim_dead(KEYS[2], KEYS[3], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
 note_held(KEYS[5], KEYS[1])
 wake_after_release(KEYS[6], KEYS[7], KEYS[8])

@@ -1,4 +1,4 @@
--- include: time, chunk
+-- include: time, chunk, flow
 -- periodic: enqueue one occurrence of a periodic schedule, at most once, decided on the
 -- server's TIME. The cursor (KEYS[1], name -> the last occurrence handled) only moves
 -- forward, in this script, so an occurrence is enqueued once even after its job was
@@ -6,7 +6,8 @@
 -- KEYS[1] cursor hash (name -> last occurrence handled, unix seconds)
 -- KEYS[2] rules hash (name -> the rule text that set the cursor)
 -- KEYS[3] enqueued hash (name -> the last occurrence enqueued, unix seconds)
--- KEYS[4] data hash   KEYS[5] active list   KEYS[6] signal list
+-- KEYS[4] data hash   KEYS[5] active list   KEYS[6] signal list   KEYS[7] cancelled sorted
+-- set (a cancel request left for the job's id by an earlier job is dropped)
 -- ARGV[1] name   ARGV[2] occurrence (unix seconds)   ARGV[3] the occurrence after it
 -- ARGV[4] job id   ARGV[5] message   ARGV[6] rule text   ARGV[7] late limit in seconds
 -- Returns {outcome, server time as a string, cursor after the call or false}; outcome is
@@ -46,5 +47,6 @@ if redis.call('HSETNX', KEYS[4], ARGV[4], ARGV[5]) == 0 then
   return reply('duplicate', occurrence)
 end
 redis.call('RPUSH', KEYS[5], ARGV[4])
+forget_cancels(KEYS[7], {ARGV[4]})
 raise_signal(KEYS[6])
 return reply('enqueued', occurrence)

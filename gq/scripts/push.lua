@@ -1,7 +1,9 @@
 -- include: chunk, types, flow
 -- push: store each job whose id is new, append it to the active list, raise the signal
--- (unless the queue is paused: resuming raises it).
+-- (unless the queue is paused: resuming raises it), and drop any cancel request left for
+-- its id by an earlier job.
 -- KEYS[1] data hash   KEYS[2] active list   KEYS[3] signal list   KEYS[4] flow settings hash
+-- KEYS[5] cancelled sorted set
 -- ARGV    id1, message1, id2, message2, ...  (the caller sends at most 1000 pairs per call)
 -- Returns an array with one integer per job, in order: 1 stored and queued, 0 the id exists.
 -- Safe to replay: a replayed push finds its ids taken and changes nothing.
@@ -18,6 +20,7 @@ for i = 1, #ARGV, 2 do
 end
 if #queued > 0 then
   call_chunked('RPUSH', KEYS[2], queued)
+  forget_cancels(KEYS[5], queued)
   raise_signal_unless_paused(KEYS[4], KEYS[3])
 end
 return results

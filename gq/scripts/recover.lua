@@ -6,12 +6,13 @@
 -- suspect in (lib/recovery.lua: it ran alone, so the crash was its own): a job that crashed
 -- among others is queued again, as a suspect, and never charged for a neighbour. A consumer
 -- whose set ran empty is dropped from the consumers set. Raises the signal if anything was
--- queued. A job cancelled while it was in flight (the cancelled set) is deleted, not
+-- queued, and wakes a queue starved at its concurrency limit when a held count was lowered
+-- with nothing queued (the room is back even if the jobs are not). A job cancelled while it was in flight (the cancelled set) is deleted, not
 -- queued. The held hash is brought in line with each set it took from, so a crash never
 -- keeps capacity of a concurrency limit.
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] data hash   KEYS[4] dead sorted set
 -- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7] held hash   KEYS[8] cancelled sorted set
--- KEYS[9..] in-flight sets of expired consumers
+-- KEYS[9] flow settings hash   KEYS[10..] in-flight sets of expired consumers
 -- ARGV[1] timeout in seconds   ARGV[2] max_jobs   ARGV[3] max_recoveries
 -- ARGV[4] the calling consumer's own in-flight key (never recovered)
 -- ARGV[5] dead_max_jobs   ARGV[6] dead_max_age in seconds
@@ -24,9 +25,9 @@ local max_recoveries = tonumber(ARGV[3])
 check_types({KEYS[2], 'list', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[6], 'hash', KEYS[7], 'hash',
              KEYS[8], 'zset'})
 
-local moved, killed = 0, 0
+local moved, killed, released = 0, 0, false
 local cancels = redis.call('EXISTS', KEYS[8]) == 1
-for k = 9, #KEYS do
+for k = 10, #KEYS do
   if moved >= max_jobs then break end
   local key = KEYS[k]
   local score = redis.call('ZSCORE', KEYS[1], key)
@@ -61,7 +62,9 @@ for k = 9, #KEYS do
     moved = moved + #ids
     if #ids < wanted then redis.call('ZREM', KEYS[1], key) end
     note_held(KEYS[7], key)
+    released = true
   end
 end
+if released then wake_after_release(KEYS[9], KEYS[2], KEYS[5]) end
 if killed > 0 then trim_dead(KEYS[4], KEYS[3], now, tonumber(ARGV[5]), tonumber(ARGV[6])) end
 return moved

@@ -1,29 +1,38 @@
 -- include: time, chunk, types, flow
 -- retry: if this consumer owns the job, move it to the scheduled set at server TIME + delay
--- and store its updated message (attempt + 1).
+-- and store its updated message (attempt + 1). A job whose cancel was asked while it ran
+-- is deleted instead, its id freed (the cancel wins over the retry, as in recover.lua).
 -- KEYS[1] in-flight set   KEYS[2] scheduled sorted set   KEYS[3] data hash
 -- KEYS[4] recovered hash   KEYS[5] held hash   KEYS[6] flow settings hash
--- KEYS[7] active list   KEYS[8] signal list
+-- KEYS[7] active list   KEYS[8] signal list   KEYS[9] cancelled sorted set
 -- ARGV[1] id   ARGV[2] updated message   ARGV[3] delay in seconds
 -- ARGV[4] (optional) seconds during which the whole queue fetches nothing: the handler
--- raised RateLimited, which charges no attempt (the caller sends the message unchanged)
--- Returns 1 if retried, 0 if this consumer does not own the job (nothing changed).
+-- raised RateLimited, which charges no attempt (the caller sends the message unchanged);
+-- at most MAX_HOLD (lib/flow.lua), a longer or non-finite one is cut to it
+-- Returns 1 if retried, 2 if deleted for its cancel request, 0 if this consumer does not
+-- own the job (nothing changed).
 check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash',
-             KEYS[5], 'hash', KEYS[6], 'hash'})
+             KEYS[5], 'hash', KEYS[6], 'hash', KEYS[9], 'zset'})
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 local now = server_now()
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+local cancelled = redis.call('ZREM', KEYS[9], ARGV[1]) == 1
+if cancelled then
+  redis.call('HDEL', KEYS[3], ARGV[1])
+else
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+end
 redis.call('HDEL', KEYS[4], ARGV[1])
 note_held(KEYS[5], KEYS[1])
-local hold = tonumber(ARGV[4] or '0')
+local hold = clamp_hold(tonumber(ARGV[4] or '0'))
 if hold > 0 then
-  -- Extend a hold already there, never shorten it.
-  local until_ms = math.floor((now + hold) * 1000)
-  if until_ms > (tonumber(redis.call('HGET', KEYS[6], 'hold_until')) or 0) then
-    redis.call('HSET', KEYS[6], 'hold_until', until_ms)
+  -- Extend a hold already there, never shorten it (one out of range counts as the cap).
+  local now_ms = now * 1000
+  if hold * 1000 > hold_wait(redis.call('HGET', KEYS[6], 'hold_until'), now_ms) then
+    redis.call('HSET', KEYS[6], 'hold_until', math.floor(now_ms + hold * 1000))
   end
 else
   wake_after_release(KEYS[6], KEYS[7], KEYS[8])
 end
+if cancelled then return 2 end
 return 1

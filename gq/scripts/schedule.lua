@@ -1,6 +1,7 @@
--- include: time, types
--- schedule: store each job whose id is new and add it to the scheduled set at its time.
--- KEYS[1] data hash   KEYS[2] scheduled sorted set
+-- include: time, types, chunk, flow
+-- schedule: store each job whose id is new and add it to the scheduled set at its time,
+-- dropping any cancel request left for its id by an earlier job.
+-- KEYS[1] data hash   KEYS[2] scheduled sorted set   KEYS[3] cancelled sorted set
 -- ARGV[1] "at" (times are unix seconds) or "after" (times are delays added to the server's TIME)
 -- ARGV    then id1, message1, time1, id2, message2, time2, ...  (at most 1000 triples)
 -- Returns an array with one integer per job, in order: 1 stored and scheduled, 0 the id exists.
@@ -8,12 +9,15 @@ check_types({KEYS[1], 'hash', KEYS[2], 'zset'})
 local offset = 0
 if ARGV[1] == 'after' then offset = server_now() end
 local results = {}
+local stored = {}
 for i = 2, #ARGV, 3 do
   if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
     redis.call('ZADD', KEYS[2], offset + tonumber(ARGV[i + 2]), ARGV[i])
+    stored[#stored + 1] = ARGV[i]
     results[#results + 1] = 1
   else
     results[#results + 1] = 0
   end
 end
+forget_cancels(KEYS[3], stored)
 return results

@@ -1,13 +1,14 @@
--- include: time, dead, types
+-- include: time, dead, types, chunk, flow
 -- tidy (custodian, every pass): trim the dead set by age and size even when nothing dies, and
 -- drop recovery counts whose job no longer exists (curlyq's ack does not know the recovered
 -- hash, so in a mixed fleet its entries would leak and a reused id would inherit an old
 -- count). The recovered hash is walked with HSCAN, a bounded step per call. Also drops the
 -- held counts of consumers no longer registered (a curlyq custodian recovered them, or they
--- were reaped), so that no concurrency capacity leaks, and cancel requests older than
--- ARGV[5] seconds (their job was never seen again).
+-- were reaped), so that no concurrency capacity leaks (a consumer waiting for that room is
+-- woken), and cancel requests older than ARGV[5] seconds (their job was never seen again).
 -- KEYS[1] dead sorted set   KEYS[2] data hash   KEYS[3] recovered hash   KEYS[4] held hash
--- KEYS[5] consumers sorted set   KEYS[6] cancelled sorted set
+-- KEYS[5] consumers sorted set   KEYS[6] cancelled sorted set   KEYS[7] flow settings hash
+-- KEYS[8] active list   KEYS[9] signal list
 -- ARGV[1] dead_max_jobs   ARGV[2] dead_max_age in seconds
 -- ARGV[3] HSCAN cursor of the recovered hash ("0" starts a walk)   ARGV[4] HSCAN COUNT
 -- ARGV[5] how long a cancel request is kept, in seconds
@@ -18,9 +19,14 @@ local now = server_now()
 trim_dead(KEYS[1], KEYS[2], now, tonumber(ARGV[1]), tonumber(ARGV[2]))
 -- One field per gq consumer: a walk of the whole hash is bounded by the fleet's size.
 local held = redis.call('HKEYS', KEYS[4])
+local released = false
 for _, key in ipairs(held) do
-  if not redis.call('ZSCORE', KEYS[5], key) then redis.call('HDEL', KEYS[4], key) end
+  if not redis.call('ZSCORE', KEYS[5], key) then
+    redis.call('HDEL', KEYS[4], key)
+    released = true
+  end
 end
+if released then wake_after_release(KEYS[7], KEYS[8], KEYS[9]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[5]))
 local trimmed = before - redis.call('ZCARD', KEYS[1])
 local page = redis.call('HSCAN', KEYS[3], ARGV[3], 'COUNT', tonumber(ARGV[4]))

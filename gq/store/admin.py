@@ -11,15 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gq.store.base import (
-    RedisClient,
-    RedisPipeline,
-    ScriptedQueue,
-    as_text,
-    chunks,
-    held_back_seconds,
-    optional_int,
-)
+from gq.store import base
+from gq.store.base import RedisClient, RedisPipeline, ScriptedQueue, as_text, chunks, optional_int
 from gq.store.keys import QUEUE_REGISTRY
 
 # The most queue names read from the registry (a bound on one SSCAN walk).
@@ -45,20 +38,20 @@ class QueueAdmin(ScriptedQueue):
         now_ms = self.server_time() * 1000 if hold is not None else 0.0
         return FlowState(
             paused=paused == b"1",
-            rate=None if rate is None else (int(rate), int(period) / 1000),
+            rate=base.rate_setting(rate, period),
             concurrency=None if concurrency is None else int(concurrency),
             held=sum(int(n) for n in held),
-            held_back=held_back_seconds(hold, now_ms),
+            held_back=base.held_back(hold, now_ms),
         )
 
     def set_paused(self, paused: bool) -> None:
         """Pause (consumers fetch nothing; running jobs finish) or resume, waking every
-        consumer at once: fetch.lua cleared the signal they wait on while paused."""
+        consumer at once (fetch.lua cleared their signal) and lifting a RateLimited hold."""
         pipe = self.client.pipeline(transaction=False)
         if paused:
             pipe.hset(self.keys.flow, "paused", "1")
         else:
-            pipe.hdel(self.keys.flow, "paused")
+            pipe.hdel(self.keys.flow, "paused", "hold_until")
             self._raise_signal(pipe)
         pipe.execute()
 
@@ -164,7 +157,7 @@ class QueueAdmin(ScriptedQueue):
         ]
         if not batches:
             return []
-        keys = [self.keys.dead, self.keys.data, self.keys.active, self.keys.signal]
+        keys = self.keys.retry_dead_keys
         return [
             bool(flag) for reply in self._run_batches("retry_dead", keys, batches) for flag in reply
         ]

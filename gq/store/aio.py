@@ -6,7 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from gq import scripts
-from gq.store.base import check_client, flags, full_queue_errors, push_batches, schedule_batches
+from gq.store.base import (
+    check_client,
+    flags,
+    full_queue_errors,
+    push_batches,
+    schedule_batches,
+    wire,
+)
 from gq.store.keys import QueueKeys
 
 
@@ -32,7 +39,7 @@ class AsyncRedisQueue:
         self, entries: Sequence[tuple[str, bytes, float]], *, relative: bool
     ) -> list[bool]:
         """``RedisQueue.schedule``, awaited."""
-        keys = [self.keys.data, self.keys.scheduled]
+        keys = self.keys.schedule_keys
         batches = schedule_batches(entries, relative)
         with full_queue_errors():
             return flags(await self._run_batches("schedule", keys, batches))
@@ -42,8 +49,8 @@ class AsyncRedisQueue:
         cluster, whose pipeline cannot run scripts."""
         script = self._scripts[name]
         if len(batches) == 1 or self.cluster:
-            return [await script(keys=keys, args=args) for args in batches]
+            return [await script(keys=keys, args=wire(args)) for args in batches]
         pipe = self.client.pipeline(transaction=False)
         for args in batches:
-            await script(keys=keys, args=args, client=pipe)
+            await script(keys=keys, args=wire(args), client=pipe)
         return list(await pipe.execute())

@@ -19,15 +19,14 @@ import redis
 from redis.commands.core import Script
 
 from gq import scripts
-from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError
+from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError, RateLimited
+from gq.job import ID_ERRORS
 from gq.store import topology
 from gq.store.keys import QueueKeys
 
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
 # batches are split into several calls sent in one pipeline.
 MAX_BATCH = 1000
-# The longest RateLimited hold reported (100 years): a longer one is a bug, shown as such.
-MAX_HELD_BACK = 100 * 365 * 86400.0
 
 T = TypeVar("T")
 
@@ -115,7 +114,14 @@ def describe(exc: BaseException) -> str:
 
 
 def as_text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+    return value.decode("utf-8", ID_ERRORS) if isinstance(value, bytes) else str(value)
+
+
+def wire(values: Iterable[Any]) -> list[Any]:
+    """Script arguments as Redis gets them: text encoded here with surrogateescape, so that
+    a job id read from Redis by ``as_text`` goes back as the exact bytes it came as, with
+    any client (redis-py's encoder, strict by default, refuses such an id)."""
+    return [v.encode("utf-8", ID_ERRORS) if type(v) is str else v for v in values]
 
 
 @contextmanager
@@ -232,16 +238,24 @@ def optional_int(value: str | None) -> int | None:
     return None if value is None else int(float(value))
 
 
-def held_back_seconds(hold: bytes | None, now_ms: float) -> float:
-    """Seconds left of a RateLimited hold, whatever ``hold_until`` holds: Lua writes a huge
-    hold as "1e+18" or "inf", read as the longest hold shown (MAX_HELD_BACK); junk as none."""
+def held_back(hold_until: bytes | None, now_ms: float) -> float:
+    """The seconds a stored ``hold_until`` (server ms) still holds the queue back, as
+    fetch.lua reads it: 0 for none, junk or NaN, at most ``RateLimited.MAX_AFTER`` (a hold
+    of "inf" written before the cap)."""
     try:
-        until = float(hold) if hold is not None else 0.0
+        at = float(hold_until) if hold_until is not None else math.nan
     except ValueError:
         return 0.0
-    if math.isnan(until):
-        return 0.0
-    return min(MAX_HELD_BACK, max(0.0, (until - now_ms) / 1000))
+    return 0.0 if math.isnan(at) else min(max(0.0, (at - now_ms) / 1000), RateLimited.MAX_AFTER)
+
+
+def rate_setting(rate: bytes | None, period: bytes | None) -> tuple[int, float] | None:
+    """The stored rate limit as (jobs, seconds); None for none, or settings that are not
+    numbers (fetch.lua ignores those too)."""
+    try:
+        return None if rate is None or period is None else (int(rate), int(period) / 1000)
+    except ValueError:
+        return None
 
 
 class ScriptedQueue:
@@ -258,7 +272,7 @@ class ScriptedQueue:
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         with permission_errors(f"gq's {name} script"):
-            return self._scripts[name](keys=list(keys), args=list(args))
+            return self._scripts[name](keys=list(keys), args=wire(args))
 
     def _run_batches(self, name: str, keys: Sequence[str], batches: list[list[Any]]) -> list[Any]:
         """Run one script call per batch: a single call directly, several in one pipeline.
@@ -269,7 +283,7 @@ class ScriptedQueue:
             return [self._run(name, keys, args) for args in batches]
         pipe = self.client.pipeline(transaction=False)
         for args in batches:  # (a Pipeline is a redis.Redis: no cluster comes here)
-            self._scripts[name](keys=list(keys), args=args, client=cast(redis.Redis, pipe))
+            self._scripts[name](keys=list(keys), args=wire(args), client=cast(redis.Redis, pipe))
         with permission_errors(f"gq's {name} script"):
             return list(pipe.execute())
 
@@ -284,7 +298,7 @@ class ScriptedQueue:
 
     def messages(self, ids: Iterable[str]) -> list[bytes | None]:
         """The stored message of each id, None where there is none."""
-        ids = list(ids)
+        ids = wire(ids)
         return list(self.client.hmget(self.keys.data, ids)) if ids else []
 
     def ping(self) -> None:

@@ -78,7 +78,7 @@ class RedisQueue(ScriptedQueue):
         """
         batches = schedule_batches(entries, relative)
         with full_queue_errors():
-            replies = self._run_batches("schedule", [self.keys.data, self.keys.scheduled], batches)
+            replies = self._run_batches("schedule", self.keys.schedule_keys, batches)
         return flags(replies)
 
     def register(self, consumer_id: str) -> float:
@@ -89,7 +89,7 @@ class RedisQueue(ScriptedQueue):
     def deregister(self, consumer_id: str) -> bool:
         """Leave the consumers set after a clean stop, unless jobs are still in flight."""
         inflight = self.keys.inflight(consumer_id)
-        keys = [self.keys.consumers, inflight, self.keys.held]
+        keys = [self.keys.consumers, inflight, self.keys.held, *self.keys.wake_keys]
         return bool(self._run("deregister", keys, [inflight]))
 
     def wait_for_signal(self, timeout: float) -> bool:
@@ -164,7 +164,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.scheduled, k.data, k.recovered, k.held, k.flow, k.active,
-            k.signal,
+            k.signal, k.cancelled,
         ]  # fmt: skip
         args = [job_id, message, repr(float(delay)), repr(float(hold))]
         return bool(self._run("retry", keys, args))
@@ -182,7 +182,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.dead, k.data, k.recovered, k.held, k.flow, k.active,
-            k.signal,
+            k.signal, k.cancelled,
         ]  # fmt: skip
         args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
         return bool(self._run("kill", keys, args))
@@ -220,7 +220,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.consumers, k.active, k.data, k.dead, k.signal, k.recovered, k.held, k.cancelled,
-            *inflight_keys,
+            k.flow, *inflight_keys,
         ]  # fmt: skip
         args = [
             repr(float(timeout)),
@@ -243,7 +243,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         reply = self._run(
             "tidy",
-            [k.dead, k.data, k.recovered, k.held, k.consumers, k.cancelled],
+            [k.dead, k.data, k.recovered, k.held, k.consumers, k.cancelled, *k.wake_keys],
             [dead_max_jobs, repr(float(dead_max_age)), cursor, count, CANCEL_KEEP],
         )
         return as_text(reply[0]), int(reply[1]), int(reply[2])
@@ -288,12 +288,10 @@ class RedisQueue(ScriptedQueue):
     def enqueue_periodic(self, occurrence: PeriodicOccurrence) -> PeriodicReply:
         """Enqueue one occurrence of a periodic schedule unless the script, on the server's
         clock, finds it handled, early or too late (periodic.lua says which)."""
-        k = self.keys
-        keys = [k.periodic, k.periodic_rules, k.periodic_enqueued, k.data, k.active, k.signal]
         o = occurrence
         args = [o.name, o.at, o.following, o.job_id, o.message, o.rule, repr(float(o.late_limit))]
         with full_queue_errors():
-            outcome, now, cursor = self._run("periodic", keys, args)
+            outcome, now, cursor = self._run("periodic", self.keys.periodic_keys, args)
         return PeriodicReply(
             as_text(outcome), float(now), None if cursor is None else int(as_text(cursor))
         )

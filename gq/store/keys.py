@@ -81,7 +81,28 @@ class QueueKeys:
     @property
     def push_keys(self) -> list[str]:
         """The keys of push.lua, for the blocking and the asyncio producer alike."""
-        return [self.data, self.active, self.signal, self.flow]
+        return [self.data, self.active, self.signal, self.flow, self.cancelled]
+
+    @property
+    def wake_keys(self) -> list[str]:
+        """The keys lib/flow.lua's wake_after_release needs: flow, active list, signal."""
+        return [self.flow, self.active, self.signal]
+
+    @property
+    def periodic_keys(self) -> list[str]:
+        """The keys of periodic.lua."""
+        return [self.periodic, self.periodic_rules, self.periodic_enqueued, self.data,
+                self.active, self.signal, self.cancelled]  # fmt: skip
+
+    @property
+    def retry_dead_keys(self) -> list[str]:
+        """The keys of retry_dead.lua."""
+        return [self.dead, self.data, self.active, self.signal, self.cancelled]
+
+    @property
+    def schedule_keys(self) -> list[str]:
+        """The keys of schedule.lua, for the blocking and the asyncio producer alike."""
+        return [self.data, self.scheduled, self.cancelled]
 
     def inflight(self, consumer_id: str) -> str:
         return f"{self.name}:inflight:{consumer_id}"

@@ -39,6 +39,45 @@ local function wake_after_release(flow_key, active_key, signal_key)
   end
 end
 
+-- Bounds that keep every number the scripts write or reply finite and exact: a RateLimited
+-- hold lasts at most MAX_HOLD seconds (gq.RateLimited.MAX_AFTER), a rate period at most
+-- MAX_PERIOD ms and a rate at most MAX_RATE jobs per period (gq.queue's bounds); a reply's
+-- wait is at most MAX_WAIT ms. Settings written by hand beyond them are cut to them.
+local MAX_HOLD = 86400
+local MAX_PERIOD = 30 * 86400 * 1000
+local MAX_RATE = 1000000000
+local MAX_WAIT = MAX_PERIOD
+
+-- A new hold's seconds within [0, MAX_HOLD]; NaN and nil give 0.
+local function clamp_hold(seconds)
+  if not seconds or seconds ~= seconds or seconds <= 0 then return 0 end
+  return math.min(seconds, MAX_HOLD)
+end
+
+-- The ms a stored hold_until (text, server ms) still holds the queue at now (ms): 0 for
+-- none, junk or NaN, at most MAX_HOLD s (a hold written as "inf" before the cap).
+local function hold_wait(hold_until, now)
+  local at = tonumber(hold_until)
+  if not at or at ~= at or at <= now then return 0 end
+  return math.min(math.ceil(at - now), MAX_HOLD * 1000)
+end
+
+-- The rate settings as numbers within their bounds, or nil when they are not numbers.
+local function rate_settings(rate, period)
+  rate, period = tonumber(rate), tonumber(period)
+  if not rate or not period or rate ~= rate or period ~= period then return nil end
+  return math.min(math.max(rate, 1), MAX_RATE), math.min(math.max(period, 1), MAX_PERIOD)
+end
+
+-- A new life for an id (pushed, scheduled, queued again from dead, or dead itself) clears
+-- any cancel request left for it: a request is for the job in flight when it was asked
+-- (docs/decisions.md, "A cancel request is for one life of an id"). One EXISTS when none.
+local function forget_cancels(cancelled_key, ids)
+  if #ids > 0 and redis.call('EXISTS', cancelled_key) == 1 then
+    call_chunked('ZREM', cancelled_key, ids)
+  end
+end
+
 -- "The queue may have jobs", unless it is paused: resuming raises the signal itself, so
 -- a producer does not wake every consumer of a paused queue for nothing.
 local function raise_signal_unless_paused(flow_key, signal_key)
