@@ -149,6 +149,11 @@ def _refuse_ext(code: int, data: bytes) -> Any:
     raise EnvelopeError(f"MessagePack extension type {code} is not a value gq reads")
 
 
+def encodable(value: Any) -> bool:
+    """Whether ``value`` has a MessagePack form (an argument or a return value)."""
+    return _ok(value)
+
+
 def _ok(value: Any) -> bool:
     """The fast check: True when ``value`` has a MessagePack form (no places tracked)."""
     kind = type(value)

@@ -190,3 +190,12 @@ class Kill(Exception):
     def __init__(self, reason: str) -> None:
         self.reason = str(reason)
         super().__init__(self.reason)
+
+
+class UnknownTaskError(GQError):
+    """A task job names a task this worker does not know: an ordinary failure, retried
+    with the backoff (a newer worker of a rolling deploy may know it), then dead."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+        super().__init__(f"unknown task {task}")
