@@ -171,17 +171,27 @@ class App:
 
     # -- enqueueing (the producer's side) ------------------------------------------------
 
-    def connect(self, url: str | None = None, client: Any | None = None) -> None:
-        """Reach Redis through ``url`` or ``client`` from now on (gq-worker gives an app
-        without one its ``--url``; gq.testing an embedded server)."""
-        self.url, self._client, self._aclient = url, client, None
+    def connect(
+        self, url: str | None = None, client: Any | None = None, aclient: Any | None = None
+    ) -> None:
+        """Reach Redis through ``url`` or ``client`` (and ``aclient``) from now on
+        (gq-worker gives an app without one its ``--url``; gq.testing an embedded server)."""
+        self.url, self._client, self._aclient = url, client, aclient
         self._stores.clear()
         self._astores.clear()
         self._offset = None
 
-    def connection(self) -> tuple[str | None, Any | None]:
-        """The ``url`` and ``client`` the app reaches Redis with."""
-        return self.url, self._client
+    def connection(self) -> tuple[str | None, Any | None, Any | None]:
+        """The ``url``, ``client`` and ``aclient`` the app reaches Redis with."""
+        return self.url, self._client, self._aclient
+
+    def connected(self) -> bool:
+        """Whether the app was given a way to reach Redis."""
+        return self.url is not None or self._client is not None
+
+    def enqueued_queues(self) -> list[str]:
+        """The queues this app has enqueued to since it was (re)connected."""
+        return list(self._stores)
 
     def _store(self, queue: str) -> tuple[RedisQueue, ProducerCore]:
         store = self._stores.get(queue)

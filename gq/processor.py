@@ -20,8 +20,7 @@ from gevent.queue import Queue
 from gq import job as jobs
 from gq import watchdog
 from gq.acker import Acker, not_owned, persist
-from gq.backoff import backoff
-from gq.call import Plan
+from gq.call import Plan, describe, retry_delay
 from gq.errors import (
     AckJobError,
     GQError,
@@ -30,7 +29,6 @@ from gq.errors import (
     Kill,
     KillJobError,
     RateLimited,
-    Retry,
     RetryJobError,
 )
 from gq.job import Job
@@ -460,32 +458,6 @@ class Processor:
             dead_max_jobs=self._opts.dead_max_jobs,
             dead_max_age=self._opts.dead_max_age,
         )
-
-
-def retry_delay(
-    attempt: int, exc: BaseException, plan: Plan | None, opts: ConsumerOptions
-) -> float | None:
-    """When a job that failed on ``attempt`` runs again (seconds from now), or None
-    when it goes to dead: ``gq.Kill``, or no attempts left (the Plan's, else the
-    consumer's). ``gq.Retry(after=)`` sets the delay, else the jittered backoff."""
-    if isinstance(exc, Kill):
-        return None
-    planned = None if plan is None else plan.max_attempts
-    if attempt >= (opts.job_max_attempts if planned is None else planned):
-        return None
-    if isinstance(exc, Retry) and exc.after is not None:
-        return exc.after
-    cap = opts.job_max_backoff if plan is None or plan.max_backoff is None else plan.max_backoff
-    return backoff(attempt, cap)
-
-
-def describe(exc: BaseException) -> str:
-    """A failure as stored with its job: ``gq.Kill``'s reason as it is, else the
-    exception's type and text."""
-    if isinstance(exc, Kill):
-        return exc.reason
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class _Slot:
