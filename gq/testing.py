@@ -20,13 +20,13 @@ import fakeredis
 
 from gq import job as jobs
 from gq.app import App
-from gq.call import Plan, describe, retry_delay
 from gq.enqueuer import Batch
 from gq.errors import GQError, JobCancelled, RateLimited
 from gq.job import Job, MessageDecodeError
 from gq.options import ConsumerOptions
-from gq.redis_queue import RedisQueue
 from gq.results import Result
+from gq.store.tasks import TaskQueue
+from gq.worker.call import Plan, describe, retry_delay
 
 __all__ = ["Outcome", "Worker", "eager", "worker"]
 
@@ -85,7 +85,7 @@ class Worker:
         self.server = fakeredis.FakeServer()
         self.client = fakeredis.FakeRedis(server=self.server)
         self._saved: tuple[Any, ...] = ()
-        self._queues: dict[str, RedisQueue] = {}
+        self._queues: dict[str, TaskQueue] = {}
 
     def __enter__(self) -> Worker:
         self._saved = self.app.connection()
@@ -96,10 +96,10 @@ class Worker:
     def __exit__(self, *exc: object) -> None:
         self.app.connect(*self._saved)
 
-    def queue(self, name: str) -> RedisQueue:
+    def queue(self, name: str) -> TaskQueue:
         """Queue ``name`` on the embedded server (to look at what is left in it)."""
         if name not in self._queues:
-            self._queues[name] = RedisQueue(self.client, name)
+            self._queues[name] = TaskQueue(self.client, name)
             self._queues[name].register(_CONSUMER)
         return self._queues[name]
 
@@ -131,7 +131,7 @@ class Worker:
 
     def _run(
         self,
-        queue: RedisQueue,
+        queue: TaskQueue,
         job_id: str,
         message: bytes | None,
         outcomes: dict[tuple[str, str], Outcome],
@@ -159,7 +159,7 @@ class Worker:
             queue.ack(_CONSUMER, [job.id])
 
     def _failed(
-        self, queue: RedisQueue, job: Job, plan: Plan | None, exc: BaseException, outcome: Outcome
+        self, queue: TaskQueue, job: Job, plan: Plan | None, exc: BaseException, outcome: Outcome
     ) -> None:
         if isinstance(exc, (RateLimited, JobCancelled)):
             # As the processor: rescheduled with no attempt charged; acknowledged.
@@ -179,7 +179,7 @@ class Worker:
             queue.retry(_CONSUMER, job.id, jobs.encode(updated, error=reason), delay)
 
     def _dead(
-        self, queue: RedisQueue, job: Job, message: bytes | None, outcome: Outcome, reason: str
+        self, queue: TaskQueue, job: Job, message: bytes | None, outcome: Outcome, reason: str
     ) -> None:
         outcome.status, outcome.error = "failed", reason
         opts = self.opts

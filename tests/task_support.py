@@ -11,7 +11,7 @@ import pytest
 
 import gq
 from gq import job as jobs
-from gq.redis_admin import QueueAdmin
+from gq.store.admin import QueueAdmin
 from tests.helpers import Backend
 
 
