@@ -27,12 +27,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import redis
+
 from gq import job as jobs
 from gq.job import Job, MessageDecodeError
 from gq.options import AUTO, ConsumerOptions
 from gq.processor import Processor
 from gq.redis_base import MAX_BATCH
-from gq.redis_queue import Fetched, RedisQueue, signalled, wait_for_any_signal
+from gq.redis_queue import (
+    Fetched,
+    RedisQueue,
+    not_registered,
+    signalled,
+    wait_for_any_signal,
+)
 
 log = logging.getLogger("gq.poller")
 
@@ -183,12 +191,7 @@ class Poller:
         source.fetch_unsure = True  # until its jobs are buffered or discarded
         carried = processor.carry_acks(source.name)
         try:
-            fetched = source.queue.fetch(
-                self._consumer_id,
-                count,
-                idle=processor.idle_once_carried(),
-                acks=[job.id for job in carried],
-            )
+            fetched = self._fetch_registered(source, count, [job.id for job in carried])
         except BaseException:
             processor.carried_acks(carried, None)  # the acker sends them again
             raise
@@ -203,6 +206,22 @@ class Poller:
         source.full = fetched.state == "full"
         self._hand_over(fetched, source.name)
         source.fetch_unsure = False
+
+    def _fetch_registered(self, source: Source, count: int, acks: list[str]) -> Fetched:
+        """Fetch; when Redis no longer knows this consumer (it lost its data: a restart
+        without persistence, a failover to an empty replica), register and fetch again at
+        once rather than fail until the next heartbeat (fetch.lua refused before acking)."""
+        idle = self._processor.idle_once_carried()
+        try:
+            return source.queue.fetch(self._consumer_id, count, idle=idle, acks=acks)
+        except redis.ResponseError as exc:
+            if not not_registered(exc):
+                raise
+        log.warning("%s: not registered on %s (Redis lost its data?): registering again",
+                    self._context, source.name)  # fmt: skip
+        for other in self._sources:
+            other.queue.register(self._consumer_id)
+        return source.queue.fetch(self._consumer_id, count, idle=idle, acks=acks)
 
     def _hand_over(self, fetched: Fetched, queue: str) -> None:
         """Good jobs to the processor's buffer; bad data to its outcome path."""
@@ -231,7 +250,7 @@ class Poller:
         and it is here, so no fetch is in flight; an id acknowledged meanwhile is not
         in the set any more, and requeue moves only what it still finds there."""
         queue = source.queue
-        stray = self._processor.stray(queue.inflight_ids(self._consumer_id))
+        stray = self._processor.stray(source.name, queue.inflight_ids(self._consumer_id))
         if stray:
             count = queue.requeue(self._consumer_id, sorted(stray))
             log.warning("%s: a fetch's reply was lost; gave back %d job(s) of %s",

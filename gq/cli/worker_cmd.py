@@ -39,6 +39,7 @@ from gq.cli.supervisor import add_flags as add_process_flags
 from gq.connection import redact_url
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic
+from gq.processor import refuse_async
 from gq.redis_base import ScriptedQueue
 from gq.redis_queue import RedisQueue
 
@@ -201,6 +202,10 @@ def load_handler(spec: str) -> Callable[..., Any]:
         raise CliError(
             EXIT_USAGE, f"handler {spec!r} is not callable (it is {type(target).__name__})"
         )
+    try:
+        refuse_async(target)
+    except ConfigurationError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
     return target  # type: ignore[no-any-return]
 
 
