@@ -19,7 +19,7 @@ from gq import job as jobs
 from gq import watchdog
 from gq._config import check_queue_name, resolve_client
 from gq.errors import ConfigurationError, GQError, ShutdownTimeoutError
-from gq.facts import Reporter
+from gq.facts import Reporter, report_interval
 from gq.loops import Loop, ThreadHeartbeat
 from gq.options import ConsumerOptions
 from gq.periodic import check_schedule
@@ -230,6 +230,9 @@ class Consumer:
                 "Custodian", self.custodian_step, lambda: opts.custodian_poll_interval, "custodian"
             ),
             "Canceller": self._loop("Canceller", self.cancel_step, lambda: CANCEL_POLL, "poller"),
+            "Reporter": self._loop(
+                "Reporter", self.report_step, lambda: report_interval(opts), "heartbeat"
+            ),
         }
         periodic = self._periodic
         if periodic is not None:  # sleeps until its next occurrence, at most the scheduler's
@@ -459,6 +462,12 @@ class Consumer:
             wanted = queue.cancel_requested(list(held)) if held else set()
             if wanted:
                 processor.cancel(name, wanted)
+        return False
+
+    def report_step(self) -> bool:
+        """Write the facts and history (every report interval: never one write per job)."""
+        if self._reporter is not None:
+            self._reporter.beat()  # never raises
         return False
 
     def heartbeat_step(self) -> bool:
