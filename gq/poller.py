@@ -47,6 +47,10 @@ log = logging.getLogger("gq.poller")
 # "Auto" holds at most this much work ahead (seconds at the measured rate), so that a
 # consumer does not hoard jobs an idle neighbour could run.
 AUTO_HORIZON = 0.1
+# A consumer waiting at its queue's concurrency limit for its own jobs to make room looks
+# at the signal this often, for room that other consumers made (a bounded wait: one LINDEX
+# per look, only while its own jobs are slower than this).
+LIMIT_LOOK = 0.25
 # The completion rate is re-measured over windows at least this long, and smoothed.
 RATE_WINDOW = 0.05
 RATE_SMOOTHING = 0.3
@@ -165,8 +169,8 @@ class Poller:
         wait = min(wait, *held) if held else wait
         if len(self._sources) == 1:
             only = self._sources[0]
-            if only.full and self._processor.wait_to_carry(wait):
-                return only  # its own acks free the room: fetch with them
+            if only.full and self._processor.frees_room():
+                return only if self._wait_at_limit(only, wait) else None
             return only if only.more_ready or only.queue.wait_for_signal(wait) else None
         candidates = self._candidates(open_)
         if not candidates:
@@ -177,6 +181,20 @@ class Poller:
         if not self._weighted:
             return candidates[0]
         return random.choices(candidates, [s.weight for s in candidates])[0]
+
+    def _wait_at_limit(self, source: Source, wait: float) -> bool:
+        """At the limit: wait (at most ``wait``) for room, made here (then its acks ride on
+        the fetch, freeing and refilling in one round trip) or by another consumer (the
+        signal, looked at every LIMIT_LOOK); whether there may be room now."""
+        deadline = time.monotonic() + wait
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._processor.wait_to_carry(min(left, LIMIT_LOOK)):
+                return True
+            if signalled([source.queue])[0]:
+                return True
 
     def _candidates(self, sources: list[Source]) -> list[Source]:
         # One round trip reads every queue's signal; a full batch left its signal there.

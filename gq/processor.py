@@ -223,13 +223,17 @@ class Processor:
         does them before it takes a job)."""
         return not self.running and self.buffer.empty() and self.acker.only_carried()
 
+    def frees_room(self) -> bool:
+        """Whether a job runs, waits or is being acknowledged here: its end will make room
+        under a concurrency limit (``wait_to_carry``)."""
+        return bool(self.running or not self.buffer.empty() or self.acker.busy())
+
     def wait_to_carry(self, timeout: float) -> bool:
-        """At the concurrency limit, the room this consumer can count on is its own jobs'
-        when they finish: wait until one has (its ack then rides on the next fetch, freeing
-        and refilling in one round trip) or until acks on the wire have landed, at most
-        ``timeout``. False when no job runs, waits or is being acknowledged here, so that
-        nothing local will make room (then wait for the signal)."""
-        return self.acker.wait_to_carry(timeout, bool(self.running or not self.buffer.empty()))
+        """At the concurrency limit, the room this consumer can count on first is its own
+        jobs' when they finish: wait until one has (its ack then rides on the next fetch,
+        freeing and refilling in one round trip) or until acks on the wire have landed;
+        False if neither happened within ``timeout``."""
+        return self.acker.wait_to_carry(timeout)
 
     def carry_acks(self, queue: str) -> list[Job]:
         """Pending acks of ``queue`` for the poller's next fetch (``Acker.carry``)."""

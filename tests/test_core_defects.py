@@ -15,6 +15,7 @@ from gevent.event import Event
 
 import gq
 from gq.keys import QueueKeys
+from gq.redis_queue import RedisQueue
 from tests.helpers import Backend, wait_until
 
 
@@ -225,3 +226,42 @@ def test_a_job_whose_handler_returned_an_awaitable_fails_and_is_never_acknowledg
 def test_an_unknown_option_names_the_one_meant(backend: Backend, given: str, meant: str) -> None:
     with pytest.raises(gq.ConfigurationError, match=f"{given} \\(did you mean {meant}\\?\\)"):
         gq.Consumer(backend.queue, client=backend.client(), **{given: 3})
+
+
+# -- room freed by another consumer under a concurrency limit --------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_room_freed_by_another_consumer_wakes_a_consumer_waiting_at_the_limit(
+    backend: Backend,
+) -> None:
+    gq.Queue(backend.queue, client=backend.client()).set_limits(concurrency=2)
+    other = RedisQueue(backend.direct(), backend.queue)  # another consumer, driven by hand
+    other.register("other")
+    _fill(backend, ["x"])
+    assert [job_id for job_id, _ in other.fetch("other", 1)] == ["x"]
+    _fill(backend, ["long", "next"])
+    release = Event()
+    started: dict[str, float] = {}
+
+    def handler(job: gq.Job) -> None:
+        started[job.id] = time.monotonic()
+        if job.id == "long":
+            release.wait()
+
+    # A long poll: what the poller waits at most when nothing wakes it.
+    consumer = gq.Consumer(backend.queue, client=backend.client(), poller_poll_duration=20)
+    runner = gevent.spawn(consumer.run, handler)
+    try:
+        wait_until(lambda: "long" in started, 10)  # and the limit is reached: "next" waits
+        assert consumer._poller is not None
+        wait_until(lambda: consumer._poller._sources[0].full, 5)
+        freed = time.monotonic()
+        assert other.ack("other", ["x"]) == [True]  # room made elsewhere: the signal rises
+        wait_until(lambda: "next" in started, 10)
+        assert started["next"] - freed < 2.0  # woken, not at the end of the 20 s poll
+    finally:
+        release.set()
+        consumer.stop()
+        runner.join(10)
+    assert runner.dead and runner.exception is None
