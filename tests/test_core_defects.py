@@ -14,8 +14,8 @@ import pytest
 from gevent.event import Event
 
 import gq
-from gq.keys import QueueKeys
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.store.keys import QueueKeys
 from tests.helpers import Backend, wait_until
 
 
@@ -103,8 +103,10 @@ def test_a_cancel_is_seen_behind_more_than_a_thousand_older_requests(
     backend: Backend, start: Any
 ) -> None:
     keys = QueueKeys(backend.queue)
-    # Requests for jobs long gone (another consumer's, lingering up to an hour).
-    backend.direct().zadd(keys.cancelled, {f"old{i}": 1.0 + i for i in range(1500)})
+    # Older requests that linger (for up to an hour: jobs another consumer, curlyq's say,
+    # never acts on), all older than the new one.
+    now = time.time()
+    backend.direct().zadd(keys.cancelled, {f"old{i}": now - 1000 + i / 10 for i in range(1500)})
     began, interrupted = Event(), Event()
 
     def handler(job: gq.Job) -> None:
@@ -167,6 +169,8 @@ def test_after_redis_lost_its_data_a_new_job_runs_without_waiting_for_the_heartb
     consumer, runner = start(lambda job: done.append(job.id), heartbeat_poll_interval=30)
     _fill(backend, ["before"])
     wait_until(lambda: done == ["before"], 10)
+    keys = QueueKeys(backend.queue)
+    wait_until(lambda: not backend.direct().hexists(keys.data, "before"), 10)  # acknowledged
     backend.direct().flushdb()  # a restart without persistence, an empty replica
     pushed = time.monotonic()
     _fill(backend, ["after"])

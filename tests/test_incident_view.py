@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import gq
-from gq.facts import REPORT_SECONDS
 from gq.options import ConsumerOptions
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.worker.facts import REPORT_SECONDS
 from tests.cli_support import Worker, env_for
 from tests.helpers import Backend, RedisServer, delete_keys, wait_until
 from tests.test_facts import history_totals, stored_facts

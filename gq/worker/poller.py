@@ -32,15 +32,15 @@ import redis
 from gq import job as jobs
 from gq.job import Job, MessageDecodeError
 from gq.options import AUTO, ConsumerOptions
-from gq.processor import Processor
-from gq.redis_base import MAX_BATCH
-from gq.redis_queue import (
+from gq.store.base import MAX_BATCH
+from gq.store.jobs import (
     Fetched,
     RedisQueue,
     not_registered,
     signalled,
     wait_for_any_signal,
 )
+from gq.worker.processor import Processor
 
 log = logging.getLogger("gq.poller")
 
