@@ -41,7 +41,7 @@ from gq.periodic import Periodic
 from gq.store.base import ScriptedQueue
 from gq.store.connection import redact_url
 from gq.store.jobs import RedisQueue
-from gq.worker.processor import refuse_async
+from gq.worker.handler_checks import refuse_async
 
 log = logging.getLogger("gq.worker")
 

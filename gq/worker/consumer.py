@@ -23,10 +23,11 @@ from gq.store.config import check_queue_name, resolve_client
 from gq.store.jobs import DEAD_TRIM_BATCH, RedisQueue
 from gq.worker import watchdog
 from gq.worker.facts import Reporter, report_interval
+from gq.worker.handler_checks import refuse_async
 from gq.worker.loops import Loop, ThreadHeartbeat
 from gq.worker.periodic_runner import PeriodicRunner
 from gq.worker.poller import Poller, Source
-from gq.worker.processor import Handler, Processor, Stats, refuse_async
+from gq.worker.processor import Handler, Processor, Stats
 from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.consumer")

@@ -7,7 +7,6 @@ twice is better than losing it.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Mapping
@@ -22,7 +21,6 @@ from gq import job as jobs
 from gq.backoff import backoff
 from gq.errors import (
     AckJobError,
-    ConfigurationError,
     GQError,
     JobCancelled,
     JobTimeout,
@@ -35,6 +33,7 @@ from gq.options import ConsumerOptions
 from gq.store.jobs import RedisQueue
 from gq.worker import watchdog
 from gq.worker.acker import Acker, not_owned, persist
+from gq.worker.handler_checks import GreenletExitRaised, refuse_awaitable
 from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.processor")
@@ -96,10 +95,8 @@ class Processor:
         self._room.set()
         self._quiet = Event()  # set when no handler runs
         self._quiet.set()
-        # Per queue, the ids of every job this process holds: buffered, running, or waiting
-        # for its ack, retry or kill to be written. The poller compares them with Redis
-        # after a fetch whose reply was lost (Poller._reconcile); cancels match on them.
-        # Per queue: two queues of one consumer may hold the same id.
+        # Per queue (two may hold one id), the jobs held here: buffered, running, or waiting
+        # for their outcome's write (for Poller._reconcile after a lost reply, and cancels).
         self.held: dict[str, set[str]] = {name: set() for name in queues}
         self._abandoned = False  # a forced stop: handlers are being killed
         # What each handler worker's handler runs now, for cancels.
@@ -465,37 +462,6 @@ class Processor:
             dead_max_jobs=self._opts.dead_max_jobs,
             dead_max_age=self._opts.dead_max_age,
         )
-
-
-def refuse_async(handler: object) -> None:
-    """Raise ConfigurationError for an ``async def`` handler: gq runs none yet, and its
-    coroutine, never awaited, would have its job acknowledged without running."""
-    call = getattr(handler, "__call__", None)  # noqa: B004 - a callable object's method
-    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call):
-        raise ConfigurationError(
-            f"handler {handler!r} is an async def function: gq runs plain (gevent) "
-            "handlers only; make it a plain def"
-        )
-
-
-def refuse_awaitable(result: object) -> None:
-    """A handler that returned an awaitable did not run its job: close it (no "never
-    awaited" warning) and fail the attempt, so that the job is retried, never acknowledged."""
-    if inspect.isawaitable(result):
-        close = getattr(result, "close", None)
-        if close is not None:
-            close()
-        raise TypeError(
-            f"the handler returned an awaitable ({type(result).__name__}) instead of running "
-            "the job: gq runs plain (gevent) handlers only"
-        )
-
-
-class GreenletExitRaised(Exception):
-    """A handler raised gevent.GreenletExit outside a forced stop: a failed attempt."""
-
-    def __init__(self) -> None:
-        super().__init__("the handler raised gevent.GreenletExit (not a stop of gq's)")
 
 
 def _names(cancelled: JobCancelled, job: Job) -> bool:
