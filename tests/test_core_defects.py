@@ -107,22 +107,33 @@ def test_a_cancel_is_seen_behind_more_than_a_thousand_older_requests(
     # never acts on), all older than the new one.
     now = time.time()
     backend.direct().zadd(keys.cancelled, {f"old{i}": now - 1000 + i / 10 for i in range(1500)})
-    began, interrupted = Event(), Event()
+    interrupted = Event()
 
     def handler(job: gq.Job) -> None:
-        began.set()
         try:
             gevent.sleep(60)
         except gq.JobCancelled:
             interrupted.set()
             raise
 
-    _fill(backend, ["new"])
-    consumer, _ = start(handler)
-    assert began.wait(10)
-    assert gq.Queue(backend.queue, client=backend.client()).cancel("new") == 1
+    consumer = _cancel_while_running(backend, start, handler, "new")
     assert interrupted.wait(5)
     wait_until(lambda: consumer.stats.cancelled == 1, 5)
+
+
+def _cancel_while_running(backend: Backend, start: Any, handler: Any, job_id: str) -> Any:
+    """Start a consumer on one job, and cancel it once its handler runs."""
+    began = Event()
+
+    def running(job: gq.Job) -> None:
+        began.set()
+        handler(job)
+
+    _fill(backend, [job_id])
+    consumer, _ = start(running)
+    assert began.wait(10)
+    assert gq.Queue(backend.queue, client=backend.client()).cancel(job_id) == 1
+    return consumer
 
 
 # -- defect 6: JobCancelled thrown once per job ----------------------------------------------
@@ -132,11 +143,10 @@ def test_a_cancel_is_seen_behind_more_than_a_thousand_older_requests(
 def test_job_cancelled_is_thrown_once_so_a_handlers_clean_up_completes(
     backend: Backend, start: Any
 ) -> None:
-    began, cleaned = Event(), Event()
+    cleaned = Event()
     thrown: list[float] = []
 
     def handler(job: gq.Job) -> None:
-        began.set()
         try:
             gevent.sleep(60)
         except gq.JobCancelled:
@@ -149,10 +159,7 @@ def test_job_cancelled_is_thrown_once_so_a_handlers_clean_up_completes(
             cleaned.set()
             raise
 
-    _fill(backend, ["c"])
-    consumer, _ = start(handler)
-    assert began.wait(10)
-    assert gq.Queue(backend.queue, client=backend.client()).cancel("c") == 1
+    consumer = _cancel_while_running(backend, start, handler, "c")
     assert cleaned.wait(10), f"the clean-up was interrupted: {thrown}"
     wait_until(lambda: consumer.stats.cancelled == 1, 5)
     assert len(thrown) == 1
