@@ -21,13 +21,16 @@ from gq import job as jobs
 from gq import watchdog
 from gq.acker import Acker, not_owned, persist
 from gq.backoff import backoff
+from gq.call import Plan
 from gq.errors import (
     AckJobError,
     GQError,
     JobCancelled,
     JobTimeout,
+    Kill,
     KillJobError,
     RateLimited,
+    Retry,
     RetryJobError,
 )
 from gq.job import Job
@@ -79,6 +82,8 @@ class Processor:
         self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
+        # A dispatcher (gq.App) plans each job; a byte handler takes the fast path.
+        self._planner: Callable[[Job], Plan] | None = getattr(handler, "plan", None)
         # One per queue (its jobs' outcomes); the handlers and the buffer are the consumer's,
         # read by the first queue's only, so that the gauges per queue add up.
         self.recorders = recorders if recorders is not None else {q: Recorder(q) for q in queues}
@@ -260,6 +265,8 @@ class Processor:
         """Run ``job``'s handler and write its outcome. ``slot`` names the job while its
         handler runs, and only then: a cancel interrupts a handler, never the outcome's
         write that follows (which yields, and must not be cut short)."""
+        if self._planner is not None:
+            return self._execute_planned(job, self._planner, slot or _NO_SLOT)
         slot = slot or _NO_SLOT
         timeout = self._opts.job_timeout
         # 0 but on the jobs decode() picked for the metrics' histograms (gq.job.sample):
@@ -272,7 +279,7 @@ class Processor:
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
             copy.queue = job.queue
             if timeout:
-                self._run_with_timeout(copy, timeout)
+                self._run_with_timeout(timeout, self._handler, copy)
             else:
                 self._handler(copy)
         except gevent.GreenletExit:
@@ -289,15 +296,45 @@ class Processor:
             self.stats.done += 1
             self.acker.add(job)
 
-    def _ended(self, job: Job, exc: BaseException) -> None:
-        """A handler raised: cancelled, rate limited, or failed."""
+    def _execute_planned(self, job: Job, planner: Callable[[Job], Plan], slot: _Slot) -> None:
+        """``execute`` for a dispatcher's job: the Plan says what to run, and its
+        timeout, attempts and backoff (None: the consumer's)."""
+        timed = job.sample_weight
+        began = self.recorders[job.queue].started(job) if timed else 0.0
+        slot.job = job
+        plan = None
+        try:
+            copy = Job(id=job.id, data=job.data, attempt=job.attempt)
+            copy.queue = job.queue
+            plan = planner(copy)
+            timeout = self._opts.job_timeout if plan.timeout is None else plan.timeout
+            if timeout:
+                self._run_with_timeout(timeout, plan.run)
+            else:
+                plan.run()
+        except gevent.GreenletExit:
+            raise  # a forced stop: the job stays in flight for another consumer
+        except BaseException as exc:  # noqa: BLE001 - the task's failure, whatever it raised
+            slot.job = None
+            if timed:
+                self.recorders[job.queue].finished(job, began)
+            self._ended(job, exc, plan)
+        else:
+            slot.job = None
+            if timed:
+                self.recorders[job.queue].finished(job, began)
+            self.stats.done += 1
+            self.acker.add(job)
+
+    def _ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
+        """A handler raised: cancelled, rate limited, killed, or failed."""
         if isinstance(exc, JobCancelled) and exc.job_id == job.id:
             log.info("%s: job %s cancelled while running", self._context, job.id)
             self._cancelled(job)
         elif isinstance(exc, RateLimited):
             self._rate_limited(job, exc)
         else:
-            self._failed(job, exc)
+            self._failed(job, exc, plan)
 
     # -- cancels (gq.Queue.cancel; the consumer's canceller loop calls cancel) -------------
 
@@ -344,7 +381,7 @@ class Processor:
             self.stats.rate_limited += 1
             self.recorders[job.queue].failed("rate_limited")
 
-    def _run_with_timeout(self, job: Job, timeout: float) -> None:
+    def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> None:
         # The gevent.Timeout stops a handler that waits; the deadline lets gq.watchdog stop
         # one that never yields. Both raise inside execute's try, so either way the
         # attempt fails like any other.
@@ -352,17 +389,17 @@ class Processor:
         watchdog.DEADLINES[worker] = (time.monotonic() + timeout, timeout)
         try:
             with gevent.Timeout(timeout, JobTimeout(timeout)):
-                self._handler(job)
+                call(*args)
         finally:
             del watchdog.DEADLINES[worker]
 
-    def _failed(self, job: Job, exc: BaseException) -> None:
+    def _failed(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         self.stats.failed += 1
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
-        reason = _describe(exc)
+        reason = describe(exc)
         queue = self._queues[job.queue]
-        if job.attempt < self._opts.job_max_attempts:
-            delay = backoff(job.attempt, self._opts.job_max_backoff)
+        delay = retry_delay(job.attempt, exc, plan, self._opts)
+        if delay is not None:
             message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
             log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
                         job.id, job.attempt, delay, reason, exc_info=exc)  # fmt: skip
@@ -372,8 +409,9 @@ class Processor:
                 self.recorders[job.queue].failed("retried")
             return
         message = jobs.encode(updated, error=reason)
-        log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
-                  self._context, job.id, job.attempt, reason, exc_info=exc)  # fmt: skip
+        why = "killed (gq.Kill)" if isinstance(exc, Kill) else "no attempts left, killed"
+        log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
+                  job.attempt, why, reason, exc_info=exc)  # fmt: skip
         if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
             self.stats.killed += 1
             self.recorders[job.queue].failed("killed")
@@ -424,7 +462,28 @@ class Processor:
         )
 
 
-def _describe(exc: BaseException) -> str:
+def retry_delay(
+    attempt: int, exc: BaseException, plan: Plan | None, opts: ConsumerOptions
+) -> float | None:
+    """When a job that failed on ``attempt`` runs again (seconds from now), or None
+    when it goes to dead: ``gq.Kill``, or no attempts left (the Plan's, else the
+    consumer's). ``gq.Retry(after=)`` sets the delay, else the jittered backoff."""
+    if isinstance(exc, Kill):
+        return None
+    planned = None if plan is None else plan.max_attempts
+    if attempt >= (opts.job_max_attempts if planned is None else planned):
+        return None
+    if isinstance(exc, Retry) and exc.after is not None:
+        return exc.after
+    cap = opts.job_max_backoff if plan is None or plan.max_backoff is None else plan.max_backoff
+    return backoff(attempt, cap)
+
+
+def describe(exc: BaseException) -> str:
+    """A failure as stored with its job: ``gq.Kill``'s reason as it is, else the
+    exception's type and text."""
+    if isinstance(exc, Kill):
+        return exc.reason
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

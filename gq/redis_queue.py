@@ -17,6 +17,7 @@ from gq.keys import QUEUE_REGISTRY
 from gq.redis_base import (
     MAX_BATCH,
     ScriptedQueue,
+    UniqueEntry,
     as_text,
     chunks,
     flags,
@@ -26,6 +27,8 @@ from gq.redis_base import (
     permission_errors,
     push_batches,
     schedule_batches,
+    unique_calls,
+    unique_replies,
 )
 
 # How often a consumer on the embedded server (fakeredis) looks for the signal.
@@ -80,6 +83,23 @@ class RedisQueue(ScriptedQueue):
         with full_queue_errors():
             replies = self._run_batches("schedule", [self.keys.data, self.keys.scheduled], batches)
         return flags(replies)
+
+    def push_unique(self, entries: Sequence[UniqueEntry], mode: str) -> list[bool | str]:
+        """Store and queue ("now") or schedule ("at", "after") each job unless the
+        unfinished job holding its uniqueness lock is still there: True where stored,
+        False where the id exists, else that job's id (push_unique.lua)."""
+        with full_queue_errors():
+            replies = [self._run("push_unique", keys, args)
+                       for keys, args in unique_calls(self.keys, entries, mode)]  # fmt: skip
+        return unique_replies(replies)
+
+    def due_now(self) -> int:
+        """Make every scheduled job due at once (gq.testing's drain: retries and
+        scheduled jobs run without waiting for their time); how many there were."""
+        members = self.client.zrange(self.keys.scheduled, 0, -1)
+        if members:
+            self.client.zadd(self.keys.scheduled, dict.fromkeys(members, 0), xx=True)
+        return len(members)
 
     def register(self, consumer_id: str) -> float:
         """Heartbeat: score this consumer with the server's time, which is returned."""
