@@ -15,6 +15,7 @@ from datetime import date, datetime
 from typing import Any
 
 from gq import envelope
+from gq.errors import EnvelopeError
 
 # One argument's text is cut to this many characters in a list; a job's page passes more.
 VALUE_CHARS = 80
@@ -68,7 +69,7 @@ def describe(data: bytes | None, width: int = VALUE_CHARS) -> DataView:
         return DataView()
     try:
         decoded = envelope.decode(data)
-    except envelope.EnvelopeError as exc:
+    except EnvelopeError as exc:
         return DataView(problem=f"task envelope does not decode: {exc}")
     return DataView(task=task_view(decoded, width))
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from gq import envelope
 from gq import job as jobs
@@ -29,6 +29,7 @@ from gq.producer import Producer
 from gq.redis_admin import QueueAdmin
 from gq.redis_base import MAX_BATCH
 
+T = TypeVar("T")
 Entries = list[tuple[str, float, Optional[bytes]]]
 Operation = Callable[[Sequence[str]], list[bool]]
 Listed = tuple[str, float, MessageView]  # id, killed at or due at, what its message says
@@ -80,18 +81,22 @@ def json_array(text: str) -> list[Any]:
 
 def json_object(text: str) -> dict[str, Any]:
     """argparse type of ``--kwargs``: a JSON object."""
-    return _json_of(text, dict, "a JSON object, such as '{\"tenant\": \"acme\"}'")
+    return _json_of(text, dict, 'a JSON object, such as \'{"tenant": "acme"}\'')
 
 
-def _json_of(text: str, kind: type[Any], wanted: str) -> Any:
+def _json_of(text: str, kind: type[T], wanted: str) -> T:
     try:
         value = json.loads(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text!r}; give {wanted}") from None
     if not isinstance(value, kind):
-        found = type(value).__name__
+        found = _JSON_NAMES.get(type(value), type(value).__name__)
         raise argparse.ArgumentTypeError(f"a JSON {found} is not {wanted}: {text!r}")
     return value
+
+
+_JSON_NAMES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
+               bool: "boolean", type(None): "null"}  # fmt: skip
 
 
 def _task_payload(args: argparse.Namespace) -> Iterator[bytes]:

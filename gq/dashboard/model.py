@@ -120,8 +120,14 @@ def shown_data(data: bytes | None, limit: int, value_chars: int = VALUE_CHARS) -
         return {**fields, "text": None, "hex": None, "size": 0, "truncated": False}
     view = describe(data, value_chars)
     if view.task is not None:
-        return {**fields, "task": _task_fields(view.task), "text": None, "hex": None,
-                "size": len(data), "truncated": view.task.shortened}
+        return {
+            **fields,
+            "task": _task_fields(view.task),
+            "text": None,
+            "hex": None,
+            "size": len(data),
+            "truncated": view.task.shortened,
+        }
     return {**fields, "data_problem": view.problem, **_raw(data, limit, view.problem is None)}
 
 
@@ -132,14 +138,16 @@ def _task_fields(task: TaskView) -> dict[str, Any]:
 
 
 def _raw(data: bytes, limit: int, as_text: bool) -> dict[str, Any]:
-    text: str | None = None
-    if as_text:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            pass
+    text = _utf8(data) if as_text else None
     shown = data.hex(" ") if text is None else text
     fields: dict[str, Any] = {"text": None, "hex": None, "size": len(data)}
     fields["truncated"] = len(shown) > limit
     fields["hex" if text is None else "text"] = shown[:limit]
     return fields
+
+
+def _utf8(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
