@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gq.app import App
-    from gq.consumer import Consumer
     from gq.dispatch import CurrentJob, current_job
     from gq.errors import (
         AckJobError,
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from gq.queue import Queue
     from gq.results import Result
     from gq.task import Signature, Task
+    from gq.worker.consumer import Consumer
 
 __version__ = "0.1.0"
 
@@ -76,7 +76,7 @@ __all__ = [
 # The public names are imported on first use (PEP 562): `import gq.cli.worker` must import
 # neither redis nor ssl, because gq-worker monkey-patches before they are imported.
 _MODULES = {
-    "Consumer": "gq.consumer",
+    "Consumer": "gq.worker.consumer",
     "Producer": "gq.producer",
     "Job": "gq.job",
     "ConsumerOptions": "gq.options",

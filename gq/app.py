@@ -10,20 +10,20 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 import redis
 
 from gq import enqueuer
-from gq._config import check_queue_name, resolve_client
-from gq.call import Plan
 from gq.errors import ConfigurationError
 from gq.job import Job
 from gq.periodic import Periodic
 from gq.producer import DEFAULT_MAX_MESSAGE_BYTES, ProducerCore
-from gq.redis_queue import RedisQueue
 from gq.results import Result
+from gq.store.config import check_queue_name, resolve_client
+from gq.store.tasks import TaskQueue
 from gq.task import Call, P, R, Signature, Task
 from gq.taskopts import TaskOptions, split
+from gq.worker.call import Plan
 
 if TYPE_CHECKING:
     from gq.dispatch import Dispatcher
-    from gq.redis_async import AsyncRedisQueue
+    from gq.store.aio import AsyncRedisQueue
 
 H = TypeVar("H", bound=Callable[[Job], object])
 
@@ -59,7 +59,7 @@ class App:
         self.schedules: list[Periodic] = []
         self._client = client
         self._aclient = aclient
-        self._stores: dict[str, tuple[RedisQueue, ProducerCore]] = {}
+        self._stores: dict[str, tuple[TaskQueue, ProducerCore]] = {}
         self._astores: dict[str, AsyncRedisQueue] = {}
         self._dispatcher: Dispatcher | None = None
         self._offset: tuple[float, float] | None = None  # (server - monotonic, taken at)
@@ -171,19 +171,29 @@ class App:
 
     # -- enqueueing (the producer's side) ------------------------------------------------
 
-    def connect(self, url: str | None = None, client: Any | None = None) -> None:
-        """Reach Redis through ``url`` or ``client`` from now on (gq-worker gives an app
-        without one its ``--url``; gq.testing an embedded server)."""
-        self.url, self._client, self._aclient = url, client, None
+    def connect(
+        self, url: str | None = None, client: Any | None = None, aclient: Any | None = None
+    ) -> None:
+        """Reach Redis through ``url`` or ``client`` (and ``aclient``) from now on
+        (gq-worker gives an app without one its ``--url``; gq.testing an embedded server)."""
+        self.url, self._client, self._aclient = url, client, aclient
         self._stores.clear()
         self._astores.clear()
         self._offset = None
 
-    def connection(self) -> tuple[str | None, Any | None]:
-        """The ``url`` and ``client`` the app reaches Redis with."""
-        return self.url, self._client
+    def connection(self) -> tuple[str | None, Any | None, Any | None]:
+        """The ``url``, ``client`` and ``aclient`` the app reaches Redis with."""
+        return self.url, self._client, self._aclient
 
-    def _store(self, queue: str) -> tuple[RedisQueue, ProducerCore]:
+    def connected(self) -> bool:
+        """Whether the app was given a way to reach Redis."""
+        return self.url is not None or self._client is not None
+
+    def enqueued_queues(self) -> list[str]:
+        """The queues this app has enqueued to since it was (re)connected."""
+        return list(self._stores)
+
+    def _store(self, queue: str) -> tuple[TaskQueue, ProducerCore]:
         store = self._stores.get(queue)
         if store is None:
             client = (
@@ -193,7 +203,7 @@ class App:
             )
             client = resolve_client(self.url, client)
             store = self._stores[queue] = (
-                RedisQueue(client, queue),
+                TaskQueue(client, queue),
                 ProducerCore(queue, self.max_message_bytes),
             )
         return store
@@ -227,7 +237,7 @@ class App:
         store = self._astores.get(queue)
         if store is None:
             from gq.aio import client_from_url
-            from gq.redis_async import AsyncRedisQueue
+            from gq.store.aio import AsyncRedisQueue
 
             if self._aclient is None and self.url is None:
                 raise ConfigurationError(

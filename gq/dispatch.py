@@ -20,9 +20,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from gq import envelope
-from gq.call import Plan
 from gq.errors import EnvelopeError, Kill, UnknownTaskError
 from gq.job import Job
+from gq.worker.call import Plan
 
 if TYPE_CHECKING:
     from gq.task import Task

@@ -20,8 +20,8 @@ from gq.results import Result
 from gq.taskopts import lock_name, wire
 
 if TYPE_CHECKING:
-    from gq.redis_async import AsyncRedisQueue
-    from gq.redis_queue import RedisQueue
+    from gq.store.aio import AsyncRedisQueue
+    from gq.store.tasks import TaskQueue
     from gq.task import Call
 
 Calls = Sequence[tuple[Sequence[Any], dict[str, Any]]]
@@ -92,7 +92,7 @@ def _timing(call: Call[Any, Any]) -> tuple[str, float]:
     return "now", 0.0
 
 
-def write(queue: RedisQueue, core: ProducerCore, batch: Batch) -> list[Result[Any]]:
+def write(queue: TaskQueue, core: ProducerCore, batch: Batch) -> list[Result[Any]]:
     """Store a built batch on ``queue``; its Results."""
     if not batch.jobs:
         return []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar, Union
+from typing import Any, Callable, Generic, Protocol, TypeVar, Union
 
 from gq.results import Result
 from gq.taskopts import Binder, TaskOptions, split
@@ -20,14 +20,19 @@ if sys.version_info >= (3, 10):
 else:  # pragma: no cover - Python 3.9
     from typing_extensions import ParamSpec
 
-if TYPE_CHECKING:
-    from gq.app import App
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
 When = Union[datetime, float, int]
 Delay = Union[timedelta, float, int]
+
+
+class Registry(Protocol):
+    """What a task needs of its app (``gq.App``): enqueueing, and checking a queue name."""
+
+    def _enqueue(self, call: Call[Any, Any], calls: Iterable[Any]) -> list[Result[Any]]: ...
+    async def _aenqueue(self, call: Call[Any, Any], calls: Iterable[Any]) -> list[Result[Any]]: ...
+    def check_queue(self, queue: str) -> str: ...
 
 
 class Signature(Generic[R]):
@@ -109,7 +114,7 @@ class Task(Generic[P, R]):
     signature."""
 
     def __init__(
-        self, app: App, fn: Callable[P, R], name: str, queue: str, options: TaskOptions
+        self, app: Registry, fn: Callable[P, R], name: str, queue: str, options: TaskOptions
     ) -> None:
         self.app = app
         self.fn = fn

@@ -26,8 +26,8 @@ from gq.cli.formatting import (
 )
 from gq.errors import JobAlreadyExistsError
 from gq.producer import Producer
-from gq.redis_admin import QueueAdmin
-from gq.redis_base import MAX_BATCH
+from gq.store.admin import QueueAdmin
+from gq.store.base import MAX_BATCH
 
 T = TypeVar("T")
 Entries = list[tuple[str, float, Optional[bytes]]]

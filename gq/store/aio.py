@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gq import scripts
-from gq.keys import QueueKeys
-from gq.redis_base import (
+from gq.store.base import (
     UniqueEntry,
     check_client,
     flags,
@@ -17,6 +16,7 @@ from gq.redis_base import (
     unique_calls,
     unique_replies,
 )
+from gq.store.keys import QueueKeys
 
 
 class AsyncRedisQueue:

@@ -1,6 +1,6 @@
 """The worker's and the producer's side of the Redis boundary: a typed method per Lua
 script of SPEC section 4 (push, fetch, ack, retry, kill, recover...), and the signal
-waits over several queues (SPEC section 9). The operator's side is ``gq.redis_admin``.
+waits over several queues (SPEC section 9). The operator's side is ``gq.store.admin``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from typing import Any, Optional
 import redis
 from redis.crc import key_slot
 
-from gq.keys import QUEUE_REGISTRY
-from gq.redis_base import (
+from gq.store.base import (
     MAX_BATCH,
     ScriptedQueue,
-    UniqueEntry,
     as_text,
     chunks,
     flags,
@@ -27,9 +25,8 @@ from gq.redis_base import (
     permission_errors,
     push_batches,
     schedule_batches,
-    unique_calls,
-    unique_replies,
 )
+from gq.store.keys import QUEUE_REGISTRY
 
 # How often a consumer on the embedded server (fakeredis) looks for the signal.
 EMBEDDED_POLL = 0.01
@@ -83,23 +80,6 @@ class RedisQueue(ScriptedQueue):
         with full_queue_errors():
             replies = self._run_batches("schedule", [self.keys.data, self.keys.scheduled], batches)
         return flags(replies)
-
-    def push_unique(self, entries: Sequence[UniqueEntry], mode: str) -> list[bool | str]:
-        """Store and queue ("now") or schedule ("at", "after") each job unless the
-        unfinished job holding its uniqueness lock is still there: True where stored,
-        False where the id exists, else that job's id (push_unique.lua)."""
-        with full_queue_errors():
-            replies = [self._run("push_unique", keys, args)
-                       for keys, args in unique_calls(self.keys, entries, mode)]  # fmt: skip
-        return unique_replies(replies)
-
-    def due_now(self) -> int:
-        """Make every scheduled job due at once (gq.testing's drain: retries and
-        scheduled jobs run without waiting for their time); how many there were."""
-        members = self.client.zrange(self.keys.scheduled, 0, -1)
-        if members:
-            self.client.zadd(self.keys.scheduled, dict.fromkeys(members, 0), xx=True)
-        return len(members)
 
     def register(self, consumer_id: str) -> float:
         """Heartbeat: score this consumer with the server's time, which is returned."""

@@ -1,5 +1,5 @@
 """Running handlers: the local buffer, the handler pool, and the outcome of each job
-(done, retried, killed, cancelled, rate limited). Acknowledgements are gq/acker.py's.
+(done, retried, killed, cancelled, rate limited). Acknowledgements are gq/worker/acker.py's.
 
 A job is acknowledged only after its handler returned (at-least-once): running a job
 twice is better than losing it.
@@ -18,10 +18,6 @@ from gevent.event import Event
 from gevent.queue import Queue
 
 from gq import job as jobs
-from gq import watchdog
-from gq.acker import Acker, not_owned, persist
-from gq.backoff import backoff
-from gq.call import Plan
 from gq.errors import (
     AckJobError,
     GQError,
@@ -30,13 +26,16 @@ from gq.errors import (
     Kill,
     KillJobError,
     RateLimited,
-    Retry,
     RetryJobError,
 )
 from gq.job import Job
 from gq.options import ConsumerOptions
-from gq.recorder import Recorder
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.worker import watchdog
+from gq.worker.acker import Acker, not_owned, persist
+from gq.worker.call import Plan, describe, retry_delay
+from gq.worker.planned import PlannedRuns, planner_of
+from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.processor")
 
@@ -56,7 +55,7 @@ class Stats:
     started: float = field(default_factory=lambda: gevent.get_hub().loop.now())
 
 
-class Processor:
+class Processor(PlannedRuns):
     """Runs buffered jobs on at most ``processor_concurrency`` handler greenlets.
 
     The handlers are long-lived worker greenlets that take jobs from ``buffer`` one after
@@ -82,11 +81,12 @@ class Processor:
         self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
-        # A dispatcher (gq.App) plans each job; a byte handler takes the fast path.
-        self._planner: Callable[[Job], Plan] | None = getattr(handler, "plan", None)
+        self._planner = planner_of(handler)
         # One per queue (its jobs' outcomes); the handlers and the buffer are the consumer's,
         # read by the first queue's only, so that the gauges per queue add up.
-        self.recorders = recorders if recorders is not None else {q: Recorder(q) for q in queues}
+        self.recorders: dict[str, Recorder] = (
+            recorders if recorders is not None else {q: Recorder(q) for q in queues}
+        )
         self._first = next(iter(queues))
         self.recorder.watch(self)
         self._on_fatal = on_fatal
@@ -296,36 +296,6 @@ class Processor:
             self.stats.done += 1
             self.acker.add(job)
 
-    def _execute_planned(self, job: Job, planner: Callable[[Job], Plan], slot: _Slot) -> None:
-        """``execute`` for a dispatcher's job: the Plan says what to run, and its
-        timeout, attempts and backoff (None: the consumer's)."""
-        timed = job.sample_weight
-        began = self.recorders[job.queue].started(job) if timed else 0.0
-        slot.job = job
-        plan = None
-        try:
-            copy = Job(id=job.id, data=job.data, attempt=job.attempt)
-            copy.queue = job.queue
-            plan = planner(copy)
-            timeout = self._opts.job_timeout if plan.timeout is None else plan.timeout
-            if timeout:
-                self._run_with_timeout(timeout, plan.run)
-            else:
-                plan.run()
-        except gevent.GreenletExit:
-            raise  # a forced stop: the job stays in flight for another consumer
-        except BaseException as exc:  # noqa: BLE001 - the task's failure, whatever it raised
-            slot.job = None
-            if timed:
-                self.recorders[job.queue].finished(job, began)
-            self._ended(job, exc, plan)
-        else:
-            slot.job = None
-            if timed:
-                self.recorders[job.queue].finished(job, began)
-            self.stats.done += 1
-            self.acker.add(job)
-
     def _ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         """A handler raised: cancelled, rate limited, killed, or failed."""
         if isinstance(exc, JobCancelled) and exc.job_id == job.id:
@@ -382,7 +352,7 @@ class Processor:
             self.recorders[job.queue].failed("rate_limited")
 
     def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> None:
-        # The gevent.Timeout stops a handler that waits; the deadline lets gq.watchdog stop
+        # The gevent.Timeout stops a handler that waits; the deadline lets gq.worker.watchdog stop
         # one that never yields. Both raise inside execute's try, so either way the
         # attempt fails like any other.
         worker = gevent.getcurrent()
@@ -460,32 +430,6 @@ class Processor:
             dead_max_jobs=self._opts.dead_max_jobs,
             dead_max_age=self._opts.dead_max_age,
         )
-
-
-def retry_delay(
-    attempt: int, exc: BaseException, plan: Plan | None, opts: ConsumerOptions
-) -> float | None:
-    """When a job that failed on ``attempt`` runs again (seconds from now), or None
-    when it goes to dead: ``gq.Kill``, or no attempts left (the Plan's, else the
-    consumer's). ``gq.Retry(after=)`` sets the delay, else the jittered backoff."""
-    if isinstance(exc, Kill):
-        return None
-    planned = None if plan is None else plan.max_attempts
-    if attempt >= (opts.job_max_attempts if planned is None else planned):
-        return None
-    if isinstance(exc, Retry) and exc.after is not None:
-        return exc.after
-    cap = opts.job_max_backoff if plan is None or plan.max_backoff is None else plan.max_backoff
-    return backoff(attempt, cap)
-
-
-def describe(exc: BaseException) -> str:
-    """A failure as stored with its job: ``gq.Kill``'s reason as it is, else the
-    exception's type and text."""
-    if isinstance(exc, Kill):
-        return exc.reason
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class _Slot:
