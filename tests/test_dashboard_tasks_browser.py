@@ -12,7 +12,7 @@ from selenium.webdriver.common.by import By
 
 import gq
 from gq import dashboard, envelope
-from tests.dashboard_support import chromium, make_dead, registered_queue, serving
+from tests.dashboard_support import browser_session, make_dead, registered_queue, serving
 from tests.helpers import RedisServer
 from tests.queue_sides import BothSides
 
@@ -28,14 +28,7 @@ HOSTILE_KWARGS = {"note": '"><script>window.__xss = 4</script>', "raw": b"<b>\x0
 HOSTILE_NAME = "<img src=x onerror=alert(5)>.task"
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    driver = chromium(tmp_path_factory.mktemp("browser"))
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+browser = pytest.fixture(scope="module", name="browser")(browser_session)
 
 
 @pytest.fixture
