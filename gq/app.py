@@ -102,7 +102,7 @@ class App:
                 )
             registered = Task(self, function, task_name, target, task_options)
             self.tasks[task_name] = registered
-            self._dispatcher = None
+            self._forget_dispatcher()
             return registered
 
         return register(fn) if fn is not None else register
@@ -116,7 +116,7 @@ class App:
             if name in self.raw_handlers:
                 raise ConfigurationError(f"queue {name!r} has a raw handler already")
             self.raw_handlers[name] = handler
-            self._dispatcher = None
+            self._forget_dispatcher()
             return handler
 
         return register
@@ -161,9 +161,15 @@ class App:
             self._dispatcher = Dispatcher(self.tasks, self.raw_handlers, self.server_now)
         return self._dispatcher
 
-    def plan(self, job: Job) -> Plan:
-        """How a worker runs ``job`` (gq.dispatch): a consumer given the app calls this."""
-        return self.dispatcher().plan(job)
+    def _forget_dispatcher(self) -> None:
+        self._dispatcher = None
+
+    @property
+    def plan(self) -> Callable[[Job], Plan]:
+        """``plan(job)``: how a worker runs ``job`` (gq.dispatch); a consumer given the app
+        calls it for every job. The dispatcher's own method, so that a job costs no call
+        through the app."""
+        return self.dispatcher().plan
 
     def __call__(self, job: Job) -> object:
         """Run one job here (a byte handler's signature; the consumer uses ``plan``)."""

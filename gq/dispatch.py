@@ -73,6 +73,7 @@ class Dispatcher:
         self._raw = dict(raw)
 
     def plan(self, job: Job) -> Plan:
+        """How to run ``job`` (it must not be changed: the processor's own record)."""
         data = job.data
         if data[:4] != _MAGIC:
             return self._raw_plan(job)
@@ -92,18 +93,22 @@ class Dispatcher:
                 f"not a task envelope (no \\x00gqt prefix), and queue {job.queue} has no "
                 "raw handler (@app.raw)"
             )
-        return Plan(partial(handler, job))
+        # A copy: what the handler does to its Job must not change what is stored.
+        copy = Job(job.id, job.data, job.attempt)
+        copy.queue = job.queue
+        return Plan(partial(handler, copy))
 
 
 class _Entry:
     """One task, with its options resolved for the worker (task, then app)."""
 
-    __slots__ = ("fn", "name", "check", "timeout", "retries", "backoff", "now")
+    __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "now")
 
     def __init__(self, task: Task[Any, Any], now: Callable[[], float]) -> None:
         self.fn = task.fn
         self.name = task.name
         self.check = task.binder.check
+        self.least, self.most = task.binder.bounds()
         self.timeout = task.options.timeout
         self.retries = task.options.retries
         self.backoff = task.options.backoff
@@ -119,9 +124,10 @@ class _Entry:
             timeout = _number(self.name, "timeout", opts.get("timeout", timeout))
             retries = _count(self.name, opts.get("retries", retries))
             backoff = _number(self.name, "backoff", opts.get("backoff", backoff))
-        why = self.check(env.args, env.kwargs)
-        if why is not None:
-            raise Kill(f"task {self.name}: the arguments do not bind: {why}")
+        if env.kwargs or not self.least <= len(env.args) <= self.most:  # (Binder's fast path)
+            why = self.check(env.args, env.kwargs)
+            if why is not None:
+                raise Kill(f"task {self.name}: the arguments do not bind: {why}")
         return Plan(partial(self.run, job, env), timeout, retries, backoff, self.name)
 
     def run(self, job: Job, env: envelope.Envelope) -> object:

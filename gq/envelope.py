@@ -42,7 +42,9 @@ MAGIC = b"\x00gqt"
 _MAGIC_LEN = len(MAGIC)
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
-_SCALARS = frozenset({type(None), bool, str, bytes, float})
+# Checked by type alone; an int out of 64 bits is left to msgpack (OverflowError), then
+# located by _locate.
+_SCALARS = frozenset({type(None), bool, int, str, bytes, float})
 _packb = msgpack.packb
 _unpackb = msgpack.unpackb
 
@@ -108,7 +110,12 @@ def encode(
     if headers:
         _check_headers(headers)
         body["headers"] = headers
-    return MAGIC + _packb(body, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+    try:
+        return MAGIC + _packb(body, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+    except (TypeError, ValueError, OverflowError) as exc:
+        _refuse(args, kwargs)
+        _locate(dict(opts or {}), "opts")
+        raise TypeError(f"task {task}: a value has no MessagePack form: {exc}") from exc
 
 
 def decode(data: bytes) -> Envelope:
@@ -116,7 +123,7 @@ def decode(data: bytes) -> Envelope:
     if data[:_MAGIC_LEN] != MAGIC:
         raise EnvelopeError("not a task envelope (no \\x00gqt prefix)")
     try:
-        body = _unpackb(memoryview(data)[_MAGIC_LEN:], raw=False, timestamp=3, ext_hook=_refuse_ext)
+        body = _unpackb(data[_MAGIC_LEN:], raw=False, timestamp=3, ext_hook=_refuse_ext)
     except EnvelopeError:
         raise
     except Exception as exc:  # noqa: BLE001 - msgpack raises several unrelated types
@@ -127,11 +134,9 @@ def decode(data: bytes) -> Envelope:
 
 
 def _from_map(body: dict[str, Any]) -> Envelope:
-    task = body.get("task")
-    args = body.get("args")
-    kwargs = body.get("kwargs")
-    opts = body.get("opts") or {}
-    headers = body.get("headers") or {}
+    get = body.get
+    task, args, kwargs = get("task"), get("args"), get("kwargs")
+    opts, headers = get("opts") or {}, get("headers") or {}
     if type(task) is not str or not task:
         raise EnvelopeError(f"the envelope's task is {task!r}, not a non-empty str")
     if type(args) is not list:
@@ -159,8 +164,6 @@ def _ok(value: Any) -> bool:
     kind = type(value)
     if kind in _SCALARS:
         return True
-    if kind is int:
-        return bool(_INT_MIN <= value <= _INT_MAX)
     if kind is list or kind is tuple:
         return _ok_list(value)
     if kind is dict:
@@ -174,8 +177,10 @@ def _ok_list(values: Any) -> bool:
     if type(values) is not list and type(values) is not tuple:
         return False
     # Loops, not all(...) over a generator: this runs for every argument of every enqueue.
+    # The type test inline: most arguments are scalars, and a call each would double the cost.
+    scalars = _SCALARS
     for value in values:  # noqa: SIM110
-        if not _ok(value):
+        if type(value) not in scalars and not _ok(value):
             return False
     return True
 
@@ -183,8 +188,9 @@ def _ok_list(values: Any) -> bool:
 def _ok_map(values: Any) -> bool:
     if not isinstance(values, Mapping):
         return False
-    for key, value in values.items():  # noqa: SIM110
-        if type(key) is not str or not _ok(value):
+    scalars = _SCALARS
+    for key, value in values.items():
+        if type(key) is not str or (type(value) not in scalars and not _ok(value)):
             return False
     return True
 

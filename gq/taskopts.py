@@ -142,6 +142,11 @@ class Binder:
         self._least = sum(p.default is empty for p in params) if simple else -1
         self._most = len(params)
 
+    def bounds(self) -> tuple[int, int]:
+        """(least, most): positional-only calls with a count in between bind; (0, -1)
+        when no call takes the fast path."""
+        return (self._least, self._most) if self._least >= 0 else (0, -1)
+
     def check(self, args: Any, kwargs: Mapping[str, Any]) -> str | None:
         """None when ``args`` and ``kwargs`` bind, else why not (Signature.bind's words)."""
         if not kwargs and self._least <= len(args) <= self._most and self._least >= 0:

@@ -46,9 +46,7 @@ class PlannedRuns:
         slot.job = job
         plan = None
         try:
-            copy = Job(id=job.id, data=job.data, attempt=job.attempt)
-            copy.queue = job.queue
-            plan = planner(copy)
+            plan = planner(job)  # (a raw handler's plan runs on a copy of the job)
             timeout = self._opts.job_timeout if plan.timeout is None else plan.timeout
             if timeout:
                 self._run_with_timeout(timeout, plan.run)
