@@ -194,7 +194,9 @@ def test_expired_jobs_do_not_run(backend: Backend, run_app: Any) -> None:
     assert runs == [1]
 
 
-@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt(), GeneratorExit()])
+@pytest.mark.parametrize(
+    "raised", [SystemExit(3), KeyboardInterrupt(), GeneratorExit(), gevent.GreenletExit()]
+)
 def test_base_exceptions_are_failures_and_the_job_is_kept(
     backend: Backend, run_app: Any, raised: BaseException
 ) -> None:

@@ -11,10 +11,12 @@ import gevent
 
 from gq.job import Job
 from gq.worker.call import Plan
+from gq.worker.handler_checks import GreenletExitRaised, refuse_awaitable
 
 if TYPE_CHECKING:
     from gq.options import ConsumerOptions
     from gq.worker.acker import Acker
+    from gq.worker.recorder import Recorder
 
 
 def planner_of(handler: object) -> Callable[[Job], Plan] | None:
@@ -28,14 +30,24 @@ class PlannedRuns:
     """``_execute_planned``, with the Processor's attributes it reads."""
 
     _opts: ConsumerOptions
-    recorders: dict[str, Any]  # (gq.worker.recorder.Recorder)
+    recorders: dict[str, Recorder]
     acker: Acker
     stats: Any
 
-    def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> None:
+    _abandoned: bool
+
+    def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> object:
         raise NotImplementedError  # the Processor's
 
-    def _ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
+    def _finished_badly(
+        self,
+        job: Job,
+        slot: Any,
+        began: float,
+        timed: float,
+        exc: BaseException,
+        plan: Plan | None = None,
+    ) -> None:
         raise NotImplementedError  # the Processor's
 
     def _execute_planned(self, job: Job, planner: Callable[[Job], Plan], slot: Any) -> None:
@@ -48,17 +60,16 @@ class PlannedRuns:
         try:
             plan = planner(job)  # (a raw handler's plan runs on a copy of the job)
             timeout = self._opts.job_timeout if plan.timeout is None else plan.timeout
-            if timeout:
-                self._run_with_timeout(timeout, plan.run)
-            else:
-                plan.run()
+            result = self._run_with_timeout(timeout, plan.run) if timeout else plan.run()
+            if result is not None:
+                refuse_awaitable(result)
         except gevent.GreenletExit:
-            raise  # a forced stop: the job stays in flight for another consumer
+            if self._abandoned:
+                raise  # a forced stop: the job stays in flight for another consumer
+            # A task (or a library it called) raised it: a failed attempt, as for a handler.
+            self._finished_badly(job, slot, began, timed, GreenletExitRaised(), plan)
         except BaseException as exc:  # noqa: BLE001 - the task's failure, whatever it raised
-            slot.job = None
-            if timed:
-                self.recorders[job.queue].finished(job, began)
-            self._ended(job, exc, plan)
+            self._finished_badly(job, slot, began, timed, exc, plan)
         else:
             slot.job = None
             if timed:
