@@ -1,5 +1,5 @@
-"""Workload 5: gq, the ceiling loop, curlyq (the Go original) and six peers side by side,
-in one run, on one Redis.
+"""Workload 5: gq (its byte API and its task API), the ceiling loop, curlyq (the Go
+original) and six peers side by side, in one run, on one Redis.
 
 Each peer is installed in its own venv under benchmarks/.venvs/ (setup_venvs.sh), and its
 worker runs as a subprocess in its recommended high-concurrency configuration against a
@@ -8,6 +8,9 @@ enqueued first (not timed), then the worker starts; every worker is timed the sa
 inside its handlers (workers/probe.py): from the first handler's start to the N-th
 handler's end, with the worker process's own CPU time and RSS. curlyq's consumer
 (benchmarks/curlyq.py) drains the same pre-filled queue at gq's concurrency and buffer.
+Every peer runs through its own task API; gq twice: the byte API (a Consumer in the
+worker script, as before) and the task API ("gq-task": ``@app.task`` + ``enqueue_many``,
+``gq-worker peer_gq:app``), with the same N, C and buffer.
 
 usage: peers.py [--quick] [--repeat K] [--only rq,celery,...] [--name peers]
 """
@@ -46,6 +49,17 @@ HUEY_LAUNCH = (
 )
 
 # name: (db, packages for the version record, worker command, concurrency note, delivery)
+# gq's task API, run like a peer (workers/peer_gq.py) but with gq's N, C and buffer.
+GQ_TASK: dict[str, Any] = {
+    "db": 7, "packages": ["gq", "redis", "hiredis", "gevent", "msgpack"],
+    "cmd": lambda v, url, c: [f"{v}/bin/gq-worker", "peer_gq:app", "--url", url,
+                              "--concurrency", str(c), "--buffer-size", str(min(c, 1000)),
+                              "--log-level", "WARNING"],
+    "config": "gq-worker peer_gq:app --concurrency C --buffer-size min(C, 1000): "
+              "@app.task tasks enqueued with enqueue_many",
+    "delivery": "at-least-once, as gq's byte API",
+}
+
 PEERS: dict[str, dict[str, Any]] = {
     "rq": {
         "db": 1, "packages": ["rq", "redis", "hiredis"],
@@ -105,23 +119,22 @@ def peer_url(base: str, db: int) -> str:
 
 def run_peer(name: str, base_url: str, task: str, n: int, concurrency: int, sleep_ms: float,
              deadline: float) -> dict[str, Any]:
-    spec = PEERS[name]
-    venv = str(VENVS / name)
+    spec = GQ_TASK if name == "gq-task" else PEERS[name]
+    venv = str(VENVS / ("gq" if name == "gq-task" else name))
     url = peer_url(base_url, spec["db"])
     redis.Redis.from_url(url).flushdb()  # our own dedicated server's database
     env = {**os.environ, "BENCH_URL": url, "PYTHONPATH": str(WORKERS), "BENCH_N": str(n),
            "BENCH_SLEEP_MS": str(sleep_ms), "BENCH_DEADLINE": str(deadline),
            "BENCH_C": str(concurrency)}
     t = time.perf_counter()
-    subprocess.run([f"{venv}/bin/python", f"peer_{name}.py", url, task, str(n)], cwd=WORKERS,
+    script = "peer_gq.py" if name == "gq-task" else f"peer_{name}.py"
+    subprocess.run([f"{venv}/bin/python", script, url, task, str(n)], cwd=WORKERS,
                    env=env, check=True, capture_output=True, timeout=300)
     enqueue_s = time.perf_counter() - t
     with tempfile.TemporaryDirectory() as tmp, open(os.path.join(tmp, "worker.log"), "w+") as log:
         out = os.path.join(tmp, "result.json")
         env["BENCH_OUT"] = out
         cmd = spec["cmd"](venv, url, concurrency)
-        if name in ("celery", "dramatiq", "huey"):
-            cmd = cmd  # the task name is picked at enqueue time
         proc = subprocess.Popen(cmd, cwd=WORKERS, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         limit = time.monotonic() + deadline + 60
@@ -173,6 +186,11 @@ def main() -> None:
                 runs.setdefault("gq", []).append(
                     strip(gq_drain(url, n, w["C"], buffer, w["sleep_ms"])))
                 try:
+                    runs.setdefault("gq-task", []).append(
+                        run_peer("gq-task", url, w["task"], n, w["C"], w["sleep_ms"], 300.0))
+                except Exception as exc:  # noqa: BLE001 - reported like a failing peer
+                    runs.setdefault("gq-task", []).append({"error": str(exc)[-800:]})
+                try:
                     runs.setdefault("curlyq", []).append(
                         curlyq_drain(url, n, w["C"], buffer, w["sleep_ms"]))
                 except Exception as exc:  # noqa: BLE001 - no Go here: reported, not fatal
@@ -196,6 +214,8 @@ def main() -> None:
                                              str(VENVS / name / "bin" / "python"))
     results["configs"] = {name: {"config": PEERS[name]["config"],
                                  "delivery": PEERS[name]["delivery"]} for name in peers}
+    results["configs"]["gq-task"] = {"config": GQ_TASK["config"],
+                                     "delivery": GQ_TASK["delivery"]}
     results["command"] = command()
     results["repeat"] = repeat
     results["summary"] = summarise(results, peers)
@@ -227,6 +247,8 @@ def summarise(results: dict[str, Any], peers: list[str]) -> dict[str, Any]:
                       "gq_vs_best_peer": gq_rate / max(ok_peers) if ok_peers else None}
         if "ceiling" in rows:
             out[wname]["gq_vs_ceiling"] = gq_rate / rows["ceiling"]["rate"]
+        if "rate" in rows.get("gq-task", {}):
+            out[wname]["gq_task_vs_gq"] = rows["gq-task"]["rate"] / gq_rate
     return out
 
 

@@ -21,7 +21,7 @@ from pathlib import Path  # noqa: E402
 import redis  # noqa: E402
 
 import gq  # noqa: E402
-from gq import dashboard  # noqa: E402
+from gq import dashboard, envelope  # noqa: E402
 from tests.dashboard_support import (  # noqa: E402
     chromium,
     make_dead,
@@ -63,6 +63,28 @@ def fill(client: redis.Redis) -> None:
     consumers(client, emails)
     history(client, emails)
     gq.Queue("emails", client=client).set_limits(rate=(200, 1.0), concurrency=100)
+    webhooks(client)
+
+
+def webhooks(client: redis.Redis) -> None:
+    """Task jobs (gq.App): dead deliveries with their arguments, and scheduled ones."""
+    app = gq.App(client=client, queue="webhooks")
+
+    @app.task(name="hooks.deliver")
+    def deliver(url: str, payload: dict[str, object], tenant: str) -> int:
+        return 200
+
+    hooks = BothSides(client, "webhooks")
+    calls = [
+        (["https://shop.example/hooks/paid", {"invoice": 4711, "amount": "19.90"}], "acme"),
+        (["https://crm.example/in", {"event": "<script>alert('shown as text')</script>"}], "beta"),
+        (["https://api.example/v2/" + "very-long-path/" * 12, {"ids": list(range(40))}], "acme"),
+    ]
+    dead = [envelope.encode("hooks.deliver", args, {"tenant": t}) for args, t in calls]
+    make_dead(hooks, [(dead[0], "gq.Kill: endpoint gone (410)"), (dead[1], ERRORS[0]),
+                      (dead[2], "HTTPError: 500 Server Error")], attempt=9)  # fmt: skip
+    deliver.using(after=900).enqueue("https://shop.example/hooks/refund", {"n": 1}, tenant="acme")
+    client.sadd("gq:queues", "webhooks")
 
 
 def consumers(client: redis.Redis, emails: BothSides) -> None:
@@ -107,6 +129,7 @@ def shoot(browser: object, client: redis.Redis) -> None:
             ("/", "dashboard-queues.png", 420),
             ("/queues/emails", "dashboard-queue.png", 900),
             ("/queues/emails/dead", "dashboard-dead.png", 640),
+            ("/queues/webhooks/dead", "dashboard-dead-tasks.png", 620),
         ]:
             browser.set_window_size(1280, height)  # type: ignore[attr-defined]
             browser.get(f"http://{address}{page}")  # type: ignore[attr-defined]

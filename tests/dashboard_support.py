@@ -213,6 +213,17 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
+def browser_session(tmp_path_factory: Any) -> Iterator[Any]:
+    """A chromium shared by a module's browser tests: the body of their ``browser``
+    fixture (``browser = pytest.fixture(scope="module")(browser_session)``)."""
+    driver = chromium(tmp_path_factory.mktemp("browser"))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
 def chromium(tmp_path: Any) -> Any:
     """Debian's chromium under Selenium, with the driver path given so that Selenium
     Manager never tries to download one. Missing binaries skip the test, but fail it

@@ -12,8 +12,13 @@ import sys
 
 import pytest
 
+import gq
+from gq import envelope
+from gq import job as jobs
+from gq.cli import demo
 from tests.cli_support import ADMIN, ROOT, closed_port_url, env_for, run
-from tests.helpers import RedisServer
+from tests.helpers import Backend, RedisServer
+from tests.queue_sides import BothSides
 
 
 def demo_keys(server: RedisServer) -> set[bytes]:
@@ -26,7 +31,10 @@ def test_demo_runs_its_default_10000_jobs_on_the_embedded_server_without_redis()
     result = run(ADMIN, "demo", env=env_for(url, None), timeout=50)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "gq demo: 10,000 jobs, each waiting 10 ms (simulated I/O), 500 at once" in out
+    assert (
+        "gq demo: 10,000 jobs of task demo.simulated_io, each waiting 10 ms (simulated I/O), "
+        "500 at once" in out
+    )
     assert "backend: embedded in-process server (fakeredis://)" in out
     assert f"no Redis at {url}" in out
     assert "enqueued 10,000 jobs in" in out
@@ -102,3 +110,24 @@ def test_demo_redraws_a_progress_bar_in_place_on_a_terminal(redis_server: RedisS
     assert bar.count("\r[") >= 2, bar  # redrawn in place
     assert "[##############################] 1,000/1,000 100%" in bar
     assert b"processed 1,000 jobs" in stdout
+
+
+def test_the_demo_enqueues_task_jobs_that_its_app_runs_with_their_arguments(
+    backend: Backend,
+) -> None:
+    client = backend.client()
+    countdown = demo.Countdown(total=250, wait=0.0)
+    app = gq.App(client=client, queue=backend.queue)
+    task = app.task(name=demo.TASK_NAME)(countdown.simulated_io)
+    demo._enqueue(task, 250)  # two batches at MAX_BATCH = 200
+    rq = BothSides(client, backend.queue)
+    ids = [i.decode() for i in client.lrange(rq.keys.active, 0, -1)]
+    calls = [envelope.decode(jobs.decode(m).data) for m in rq.messages(ids) if m is not None]
+    assert [(c.task, c.args, c.kwargs) for c in calls] == [
+        (demo.TASK_NAME, [i], {}) for i in range(250)
+    ]
+    for i, job_id in enumerate(ids[:3]):  # the app runs them: each one counts once
+        [message] = rq.messages([job_id])
+        assert message is not None
+        app.plan(jobs.decode(message)).run()
+        assert countdown.done == i + 1

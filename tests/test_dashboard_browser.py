@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 
 import gq
 from gq import dashboard
-from tests.dashboard_support import chromium, make_dead, serving
+from tests.dashboard_support import browser_session, make_dead, serving
 from tests.helpers import RedisServer, delete_keys, wait_until
 from tests.queue_sides import BothSides
 
@@ -31,14 +31,7 @@ PAYLOADS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    driver = chromium(tmp_path_factory.mktemp("browser"))
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+browser = pytest.fixture(scope="module", name="browser")(browser_session)
 
 
 @pytest.fixture

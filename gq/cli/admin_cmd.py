@@ -133,6 +133,7 @@ def _add_enqueue(commands: argparse._SubParsersAction[Parser], conn: Parser) -> 
     )
     parser.add_argument("data", nargs="*", metavar="DATA", help="the job's data (text)")
     parser.add_argument("--id", help="the job's id (one job only); default a new UUID4")
+    _add_task_flags(parser)
     when = parser.add_mutually_exclusive_group()
     when.add_argument(
         "--at",
@@ -145,6 +146,24 @@ def _add_enqueue(commands: argparse._SubParsersAction[Parser], conn: Parser) -> 
         type=duration,
         metavar="DELAY",
         help="run after DELAY: seconds, or 30s, 5m, 2h, 7d",
+    )
+
+
+def _add_task_flags(parser: Parser) -> None:
+    """``--task NAME --args JSON --kwargs JSON``: one task job, built from its name alone
+    (the task's code is not imported here: its options are the worker's defaults)."""
+    parser.add_argument("--task", metavar="NAME", help="enqueue one job of task NAME")
+    parser.add_argument(
+        "--args",
+        type=jobs_cmd.json_array,
+        metavar="JSON",
+        help="the task's positional arguments, a JSON array (with --task)",
+    )
+    parser.add_argument(
+        "--kwargs",
+        type=jobs_cmd.json_object,
+        metavar="JSON",
+        help="the task's keyword arguments, a JSON object (with --task)",
     )
 
 

@@ -1,6 +1,7 @@
-"""``gq demo``: enqueue sample jobs, drain them with a consumer in this process, and
-compare the run with an ideal one. It works with no Redis at all: when none answers at
---url it says so and uses the embedded in-process server (fakeredis)."""
+"""``gq demo``: register a task on a ``gq.App``, enqueue N calls of it, drain them with a
+consumer in this process, and compare the run with an ideal one. It works with no Redis
+at all: when none answers at --url it says so and uses the embedded in-process server
+(fakeredis)."""
 
 from __future__ import annotations
 
@@ -32,16 +33,18 @@ DEFAULT_JOBS = 10_000
 DEFAULT_CONCURRENCY = 500
 DEFAULT_WAIT = 0.01
 BAR_WIDTH = 30
+TASK_NAME = "demo.simulated_io"
 DESCRIPTION = (
-    "Enqueue N sample jobs whose handler waits a little (simulated I/O), drain them "
-    "with a consumer in this process, and print the throughput and the time an ideal "
-    "run would take. Uses the Redis at --url when one answers, else the embedded "
-    "in-process server (fakeredis://); the queue (gq-demo-<random>) is deleted after."
+    f"Enqueue N calls of a task ({TASK_NAME}(index), which waits a little: simulated "
+    "I/O) with enqueue_many, drain them with a consumer in this process, and print the "
+    "throughput and the time an ideal run would take. Uses the Redis at --url when one "
+    "answers, else the embedded in-process server (fakeredis://); the queue "
+    "(gq-demo-<random>) is deleted after."
 )
 
 
 def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
-    help = "enqueue sample jobs, drain them with a worker in this process, show throughput"
+    help = "enqueue sample tasks, drain them with a worker in this process, show throughput"
     parser = commands.add_parser("demo", help=help, allow_abbrev=False, description=DESCRIPTION)
     add_url_flag(parser, "Redis to use if it answers")
     _add_workload_flags(parser)
@@ -92,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _announce(args: argparse.Namespace, backend: str) -> None:
     print(
-        f"gq demo: {args.jobs:,} jobs, each waiting {args.wait * 1000:g} ms (simulated I/O), "
-        f"{args.concurrency:,} at once",
+        f"gq demo: {args.jobs:,} jobs of task {TASK_NAME}, each waiting "
+        f"{args.wait * 1000:g} ms (simulated I/O), {args.concurrency:,} at once",
         flush=True,
     )
     print(f"backend: {backend}", flush=True)
@@ -102,10 +105,13 @@ def _announce(args: argparse.Namespace, backend: str) -> None:
 def _enqueue_and_drain(url: str, rq: QueueAdmin, args: argparse.Namespace) -> tuple[int, float]:
     """(jobs done, seconds); (0, 0.0) when Ctrl-C interrupts."""
     n = args.jobs
+    countdown = Countdown(n, args.wait)
+    app = gq.App(url=url, queue=rq.keys.name)
+    simulated_io = app.task(name=TASK_NAME)(countdown.simulated_io)
     try:
-        seconds = _enqueue(rq, n)
+        seconds = _enqueue(simulated_io, n)
         print(f"enqueued {n:,} jobs in {seconds:.2f} s ({n / seconds:,.0f} jobs/s)", flush=True)
-        return _drain(url, rq.keys.name, args)
+        return _drain(url, app, countdown, args)
     except KeyboardInterrupt:
         return 0, 0.0
     except gq.GQError as exc:
@@ -135,27 +141,29 @@ def choose_backend(url: str) -> tuple[str, str]:
     return EMBEDDED_URL, f"embedded in-process server ({EMBEDDED_URL})\n  ({reason})"
 
 
-def _enqueue(rq: QueueAdmin, n: int) -> float:
-    producer = gq.Producer(rq.keys.name, client=rq.client)
+def _enqueue(task: gq.Task[[int], None], n: int) -> float:
+    """Enqueue ``task(0)`` … ``task(n - 1)``, a batch (one round trip) at a time."""
     start = time.perf_counter()
     for first in range(0, n, MAX_BATCH):
-        producer.perform_many([b""] * min(MAX_BATCH, n - first))
+        task.enqueue_many([(index,) for index in range(first, min(first + MAX_BATCH, n))])
     return max(time.perf_counter() - start, 1e-9)
 
 
-def _drain(url: str, queue: str, args: argparse.Namespace) -> tuple[int, float]:
-    """Run a consumer until the handler has finished every job; (jobs done, seconds)."""
+def _drain(
+    url: str, app: gq.App, countdown: Countdown, args: argparse.Namespace
+) -> tuple[int, float]:
+    """Run a consumer on the app until every job is done; (jobs done, seconds)."""
     consumer = gq.Consumer(
-        queue,
+        app.queue,
         url=url,
         processor_concurrency=args.concurrency,
         poller_buffer_size=min(args.concurrency, MAX_BATCH),
     )
-    countdown = Countdown(consumer, args.jobs, args.wait)
+    countdown.consumer = consumer
     progress = Progress(args.jobs, sys.stderr)
     watcher = gevent.spawn(progress.follow, lambda: countdown.done, countdown.start)
     try:
-        consumer.consume(countdown.handle)  # Ctrl-C stops it gracefully
+        consumer.consume(app)  # the app dispatches each job to its task; Ctrl-C stops it
     finally:
         watcher.kill()
     elapsed = (countdown.end or time.perf_counter()) - countdown.start
@@ -164,21 +172,21 @@ def _drain(url: str, queue: str, args: argparse.Namespace) -> tuple[int, float]:
 
 
 class Countdown:
-    """The demo's handler: waits ``wait`` seconds, counts, and stops ``consumer`` once
+    """The demo task's body: waits ``wait`` seconds, counts, and stops the consumer once
     ``total`` jobs are done."""
 
-    def __init__(self, consumer: gq.Consumer, total: int, wait: float) -> None:
-        self.consumer = consumer
+    def __init__(self, total: int, wait: float) -> None:
+        self.consumer: gq.Consumer | None = None
         self.total = total
         self.wait = wait
         self.done = 0
         self.start = time.perf_counter()
         self.end = 0.0
 
-    def handle(self, job: gq.Job) -> None:
+    def simulated_io(self, index: int) -> None:
         gevent.sleep(self.wait)
         self.done += 1
-        if self.done == self.total:
+        if self.done == self.total and self.consumer is not None:
             self.end = time.perf_counter()
             self.consumer.stop()  # graceful: the last acknowledgements still go out
 

@@ -12,9 +12,13 @@ from datetime import datetime, timezone, tzinfo
 from typing import Any
 
 from gq import job as jobs
+from gq.describe import describe
 
 PREVIEW_CHARS = 40
 ERROR_CHARS = 60
+# A task's call (name and arguments) in a table, and one value of it in a JSON line.
+CALL_CHARS = 70
+JSON_VALUE_CHARS = 1000
 
 
 @dataclass
@@ -129,14 +133,36 @@ def preview(data: bytes | None, width: int = PREVIEW_CHARS) -> str:
     return repr(shorten(text, width)) if text else "''"
 
 
+def data_preview(data: bytes | None) -> str:
+    """A task as ``name(arguments)``; other data as :func:`preview` shows it, with a note
+    when it is a task envelope that does not decode."""
+    view = describe(data, PREVIEW_CHARS)
+    if view.task is not None:
+        return view.task.call(CALL_CHARS)
+    if view.problem is not None:
+        return f"{preview(data)} (undecodable task envelope)"
+    return preview(data)
+
+
 def data_fields(data: bytes | None) -> dict[str, Any]:
-    """JSON fields for job data: ``data`` (UTF-8 text) or ``data_base64``."""
+    """JSON fields for job data: ``data`` (UTF-8 text) or ``data_base64``; for a task also
+    ``task`` (its name, arguments, options and headers as text) and, for an envelope that
+    does not decode, ``data_problem``. A task's data is always base64: it is MessagePack."""
     if data is None:
         return {"data": None}
+    view = describe(data, JSON_VALUE_CHARS)
+    if view.task is not None:
+        return {"task": view.task.as_dict(), "data_base64": _base64(data)}
+    if view.problem is not None:
+        return {"data_problem": view.problem, "data_base64": _base64(data)}
     try:
         return {"data": data.decode("utf-8")}
     except UnicodeDecodeError:
-        return {"data_base64": base64.b64encode(data).decode("ascii")}
+        return {"data_base64": _base64(data)}
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

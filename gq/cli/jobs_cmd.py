@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
+from gq import envelope
 from gq import job as jobs
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError
@@ -14,8 +16,8 @@ from gq.cli.formatting import (
     ERROR_CHARS,
     MessageView,
     data_fields,
+    data_preview,
     local_time,
-    preview,
     print_json_lines,
     read_message,
     relative,
@@ -27,6 +29,7 @@ from gq.producer import Producer
 from gq.store.admin import QueueAdmin
 from gq.store.base import MAX_BATCH
 
+T = TypeVar("T")
 Entries = list[tuple[str, float, Optional[bytes]]]
 Operation = Callable[[Sequence[str]], list[bool]]
 Listed = tuple[str, float, MessageView]  # id, killed at or due at, what its message says
@@ -36,7 +39,7 @@ Listed = tuple[str, float, MessageView]  # id, killed at or due at, what its mes
 
 def enqueue(args: argparse.Namespace, rq: QueueAdmin) -> int:
     producer = Producer(rq.keys.name, client=rq.client)
-    payloads = _payloads(args.data)
+    payloads = _payloads_of(args)
     try:
         if args.id is not None:
             data = next(payloads, None)
@@ -61,6 +64,53 @@ def _perform(producer: Producer, args: argparse.Namespace, job: jobs.Job) -> str
     if args.after is not None:
         return producer.perform_after(args.after, job)
     return producer.perform(job)
+
+
+def _payloads_of(args: argparse.Namespace) -> Iterator[bytes]:
+    if args.task is not None:
+        return _task_payload(args)
+    if args.args is not None or args.kwargs is not None:
+        raise CliError(EXIT_USAGE, "--args and --kwargs need --task NAME")
+    return _payloads(args.data)
+
+
+def json_array(text: str) -> list[Any]:
+    """argparse type of ``--args``: a JSON array."""
+    return _json_of(text, list, "a JSON array, such as '[\"https://a\", 3]'")
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """argparse type of ``--kwargs``: a JSON object."""
+    return _json_of(text, dict, 'a JSON object, such as \'{"tenant": "acme"}\'')
+
+
+def _json_of(text: str, kind: type[T], wanted: str) -> T:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text!r}; give {wanted}") from None
+    if not isinstance(value, kind):
+        found = _JSON_NAMES.get(type(value), type(value).__name__)
+        raise argparse.ArgumentTypeError(f"a JSON {found} is not {wanted}: {text!r}")
+    return value
+
+
+_JSON_NAMES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
+               bool: "boolean", type(None): "null"}  # fmt: skip
+
+
+def _task_payload(args: argparse.Namespace) -> Iterator[bytes]:
+    """The one task job ``--task`` describes, its envelope built (and so checked) before
+    anything is written."""
+    if args.data:
+        raise CliError(EXIT_USAGE, "--task takes its arguments from --args/--kwargs, not DATA")
+    if not args.task:
+        raise CliError(EXIT_USAGE, "--task needs a task name")
+    try:
+        data = envelope.encode(args.task, args.args or [], args.kwargs or {})
+    except (TypeError, ValueError, OverflowError) as exc:  # an int past 64 bits, ...
+        raise CliError(EXIT_USAGE, f"cannot build task {args.task!r}: {exc}") from None
+    return iter([data])
 
 
 def _payloads(arguments: Sequence[str]) -> Iterator[bytes]:
@@ -137,7 +187,7 @@ def _print_table(rq: QueueAdmin, listed: list[Listed], state: str, when_header: 
             relative(when, now),
             local_time(when),
             "?" if view.attempt is None else str(view.attempt),
-            preview(view.data),
+            data_preview(view.data),
             shorten(view.error or view.problem or "", ERROR_CHARS),
         )
         for job_id, when, view in listed

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from gq import job as jobs
+from gq.describe import TaskView, describe
 from gq.queue import flow_report, snapshot
 from gq.store.admin import QueueAdmin
 
@@ -16,6 +17,9 @@ Entry = tuple[str, float, Optional[bytes]]
 # Job data shown in a list is cut here; the job's own page shows up to DETAIL_BYTES.
 PREVIEW_CHARS = 2000
 DETAIL_BYTES = 64 * 1024
+# A task's argument (or option) is cut here in a list, and at DETAIL_VALUE_CHARS on its page.
+VALUE_CHARS = 120
+DETAIL_VALUE_CHARS = 4000
 # Facts a consumer writes with its heartbeat (the cross-branch contract), with their types;
 # anything else, or of another type, is left out rather than shown.
 FACT_TYPES: dict[str, tuple[type, ...]] = {
@@ -86,8 +90,16 @@ def job_rows(entries: list[Entry], limit: int = PREVIEW_CHARS) -> list[dict[str,
     return [job_row(job_id, when, message, limit) for job_id, when, message in entries]
 
 
-def job_row(job_id: str, when: float, message: bytes | None, limit: int) -> dict[str, Any]:
-    """One job as shown: its data as text (or hex when it is not UTF-8), attempt, error."""
+def job_detail(job_id: str, message: bytes | None) -> dict[str, Any]:
+    """One job for its own page: longer data and longer task arguments than a list's."""
+    return job_row(job_id, 0.0, message, DETAIL_BYTES * 3, DETAIL_VALUE_CHARS)
+
+
+def job_row(
+    job_id: str, when: float, message: bytes | None, limit: int, value_chars: int = VALUE_CHARS
+) -> dict[str, Any]:
+    """One job as shown: a task's name and arguments, or its data as text (hex when it is
+    not UTF-8), attempt, error."""
     row: dict[str, Any] = {"id": job_id, "when": when, "attempt": None, "error": None}
     if message is None:
         return {**row, "problem": "no message stored", **shown_data(None, limit)}
@@ -96,19 +108,46 @@ def job_row(job_id: str, when: float, message: bytes | None, limit: int) -> dict
     except jobs.MessageDecodeError as exc:
         return {**row, "problem": f"undecodable message: {exc}", **shown_data(None, limit)}
     row.update(attempt=job.attempt, error=jobs.decode_error(message), problem=None)
-    return {**row, **shown_data(job.data, limit)}
+    return {**row, **shown_data(job.data, limit, value_chars)}
 
 
-def shown_data(data: bytes | None, limit: int) -> dict[str, Any]:
-    """``data`` as ``text`` when it is UTF-8, else as ``hex``; cut at ``limit`` characters."""
+def shown_data(data: bytes | None, limit: int, value_chars: int = VALUE_CHARS) -> dict[str, Any]:
+    """A task as ``task`` (name, arguments, options: text cut at ``value_chars``); other
+    data as ``text`` when it is UTF-8, else as ``hex``, cut at ``limit`` characters, with
+    ``data_problem`` saying why an envelope that does not decode is shown raw."""
+    fields: dict[str, Any] = {"task": None, "data_problem": None}
     if data is None:
-        return {"text": None, "hex": None, "size": 0, "truncated": False}
-    try:
-        text: str | None = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
+        return {**fields, "text": None, "hex": None, "size": 0, "truncated": False}
+    view = describe(data, value_chars)
+    if view.task is not None:
+        return {
+            **fields,
+            "task": _task_fields(view.task),
+            "text": None,
+            "hex": None,
+            "size": len(data),
+            "truncated": view.task.shortened,
+        }
+    return {**fields, "data_problem": view.problem, **_raw(data, limit, view.problem is None)}
+
+
+def _task_fields(task: TaskView) -> dict[str, Any]:
+    """The task's text fields, with the arguments in one line and numbered one a row."""
+    numbered = [(str(i), value) for i, value in enumerate(task.args)]
+    return {**task.as_dict(), "arguments": task.arguments(), "positional": numbered}
+
+
+def _raw(data: bytes, limit: int, as_text: bool) -> dict[str, Any]:
+    text = _utf8(data) if as_text else None
     shown = data.hex(" ") if text is None else text
     fields: dict[str, Any] = {"text": None, "hex": None, "size": len(data)}
     fields["truncated"] = len(shown) > limit
     fields["hex" if text is None else "text"] = shown[:limit]
     return fields
+
+
+def _utf8(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

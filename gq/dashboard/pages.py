@@ -127,7 +127,7 @@ def job(d: Dashboard, request: Request, name: str) -> Response:
     [message] = rq.messages([job_id]) if job_id else [None]
     if message is None:
         raise HTTPError(404, "No such job (it may have run or been deleted).")
-    row = model.job_row(job_id, 0.0, message, model.DETAIL_BYTES * 3)
+    row = model.job_detail(job_id, message)
     return d.render(request, "job.html", queue=model.summary(rq, d.consumer_timeout), job=row)
 
 
