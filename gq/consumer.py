@@ -28,6 +28,7 @@ from gq.poller import Poller, Source
 from gq.processor import Handler, Processor, Stats
 from gq.recorder import Recorder
 from gq.redis_queue import DEAD_TRIM_BATCH, RedisQueue
+from gq.worker import asyncio_loop
 
 log = logging.getLogger("gq.consumer")
 
@@ -198,6 +199,7 @@ class Consumer:
     def _build(self, handler: Handler) -> Processor:
         """The processor, the poller and the reporter of this run."""
         opts = self.opts
+        asyncio_loop.install()  # before a sync handler calls asyncio.run()
         processor = self._processor = Processor(
             self._queues, self.id, opts, handler, self._abort, self.context, self.recorders
         )

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from inspect import isawaitable
 from typing import Any, Callable, cast
 
 import gevent
@@ -34,6 +35,7 @@ from gq.job import Job
 from gq.options import ConsumerOptions
 from gq.recorder import Recorder
 from gq.redis_queue import RedisQueue
+from gq.worker import asyncio_loop
 
 log = logging.getLogger("gq.processor")
 
@@ -274,7 +276,7 @@ class Processor:
             if timeout:
                 self._run_with_timeout(copy, timeout)
             else:
-                self._handler(copy)
+                self._call(copy)
         except gevent.GreenletExit:
             raise  # a forced stop: the job stays in flight for another consumer
         except BaseException as exc:  # noqa: BLE001 - the handler's failure, whatever it raised
@@ -352,9 +354,18 @@ class Processor:
         watchdog.DEADLINES[worker] = (time.monotonic() + timeout, timeout)
         try:
             with gevent.Timeout(timeout, JobTimeout(timeout)):
-                self._handler(job)
+                self._call(job)
         finally:
             del watchdog.DEADLINES[worker]
+
+    def _call(self, job: Job) -> object:
+        """The handler's result; an awaitable it returned (an ``async def`` handler's
+        coroutine) is awaited on the asyncio loop first: a job is never acknowledged
+        before its coroutine has run (SPEC section 15)."""
+        result = self._handler(job)
+        if result is not None and isawaitable(result):
+            return asyncio_loop.wait(result, f"gq job {job.id}")
+        return result
 
     def _failed(self, job: Job, exc: BaseException) -> None:
         self.stats.failed += 1

@@ -1,0 +1,1 @@
+"""The worker core: what runs jobs inside a consumer process."""
