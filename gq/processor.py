@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from inspect import isawaitable
+from types import CoroutineType
 from typing import Any, Callable, cast
 
 import gevent
@@ -363,7 +364,7 @@ class Processor:
         coroutine) is awaited on the asyncio loop first: a job is never acknowledged
         before its coroutine has run (SPEC section 15)."""
         result = self._handler(job)
-        if result is not None and isawaitable(result):
+        if result is not None and (type(result) is CoroutineType or isawaitable(result)):
             return asyncio_loop.wait(result, f"gq job {job.id}")
         return result
 

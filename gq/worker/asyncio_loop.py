@@ -114,7 +114,9 @@ class AsyncioLoop:
         """Await ``awaitable`` on the loop from the calling greenlet (a handler): its
         result, or what it raised. The calling greenlet's context variables go with it."""
         waiter = Waiter()
-        task = self.loop.create_task(_handed(awaitable, waiter, self._run_callback), name=name)
+        # Task() itself, not create_task(): the same task, one Python call less per job.
+        task = asyncio.Task(_handed(awaitable, waiter, self._run_callback), loop=self.loop,
+                            name=name)  # fmt: skip
         # The handler's job_timeout, for the watchdog to stop a coroutine that never awaits.
         deadline = watchdog.DEADLINES.get(gevent.getcurrent())
         if deadline is None:
@@ -169,7 +171,7 @@ def get() -> AsyncioLoop:
     """This hub's (this thread's) loop, started on first use."""
     hub = get_hub()
     found = _LOOPS.get(hub)
-    if found is None or found.greenlet.dead or found.loop.is_closed():
+    if found is None or found.greenlet.dead:
         install()
         found = _LOOPS[hub] = AsyncioLoop()
     return found
