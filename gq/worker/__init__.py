@@ -1,1 +1,1 @@
-"""The worker core: what runs jobs inside a consumer process."""
+"""The worker core: the consumer and the rooms one job walks through (docs/architecture.md)."""

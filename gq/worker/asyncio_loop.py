@@ -37,7 +37,7 @@ import gevent
 from gevent.hub import Waiter, get_hub
 from gevent.selectors import GeventSelector
 
-from gq import watchdog
+from gq.worker import watchdog
 
 log = logging.getLogger("gq.worker.asyncio_loop")
 
