@@ -31,12 +31,15 @@ import selectors
 import sys
 from asyncio import events
 from collections.abc import Awaitable
+from inspect import isawaitable
+from types import CoroutineType
 from typing import Any
 
 import gevent
 from gevent.hub import Waiter, get_hub
 from gevent.selectors import GeventSelector
 
+from gq.job import Job
 from gq.worker import watchdog
 
 log = logging.getLogger("gq.worker.asyncio_loop")
@@ -180,3 +183,10 @@ def get() -> AsyncioLoop:
 def wait(awaitable: Awaitable[Any], name: str) -> Any:
     """Await ``awaitable`` on this process's loop from a handler greenlet."""
     return get().wait(awaitable, name)
+
+
+def awaited(result: object, job: Job) -> object:
+    """``result``, or what it gives when it is an awaitable (awaited for ``job``)."""
+    if result is not None and (type(result) is CoroutineType or isawaitable(result)):
+        return get().wait(result, f"gq job {job.id}")
+    return result

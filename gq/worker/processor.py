@@ -20,12 +20,12 @@ from gevent.event import Event
 from gevent.queue import Queue
 
 from gq import job as jobs
-from gq.backoff import backoff
 from gq.errors import (
     AckJobError,
     GQError,
     JobCancelled,
     JobTimeout,
+    Kill,
     KillJobError,
     RateLimited,
     RetryJobError,
@@ -35,7 +35,9 @@ from gq.options import ConsumerOptions
 from gq.store.jobs import RedisQueue
 from gq.worker import asyncio_loop, watchdog
 from gq.worker.acker import Acker, not_owned, persist
+from gq.worker.call import Plan, describe, retry_delay
 from gq.worker.handler_checks import GreenletExitRaised
+from gq.worker.planned import PlannedRuns, planner_of
 from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.processor")
@@ -56,7 +58,7 @@ class Stats:
     started: float = field(default_factory=lambda: gevent.get_hub().loop.now())
 
 
-class Processor:
+class Processor(PlannedRuns):
     """Runs buffered jobs on at most ``processor_concurrency`` handler greenlets.
 
     The handlers are long-lived worker greenlets that take jobs from ``buffer`` one after
@@ -82,9 +84,12 @@ class Processor:
         self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
+        self._planner = planner_of(handler)
         # One per queue (its jobs' outcomes); the handlers and the buffer are the consumer's,
         # read by the first queue's only, so that the gauges per queue add up.
-        self.recorders = recorders if recorders is not None else {q: Recorder(q) for q in queues}
+        self.recorders: dict[str, Recorder] = (
+            recorders if recorders is not None else {q: Recorder(q) for q in queues}
+        )
         self._first = next(iter(queues))
         self.recorder.watch(self)
         self._on_fatal = on_fatal
@@ -289,6 +294,8 @@ class Processor:
         """Run ``job``'s handler and write its outcome. ``slot`` names the job while its
         handler runs, and only then: a cancel interrupts a handler, never the outcome's
         write that follows (which yields, and must not be cut short)."""
+        if self._planner is not None:
+            return self._execute_planned(job, self._planner, slot or _NO_SLOT)
         slot = slot or _NO_SLOT
         timeout = self._opts.job_timeout
         # 0 but on the jobs decode() picked for the metrics' histograms (gq.job.sample):
@@ -301,7 +308,7 @@ class Processor:
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
             copy.queue = job.queue
             if timeout:
-                self._run_with_timeout(copy, timeout)
+                self._run_with_timeout(timeout, self._call, copy)
             else:
                 self._call(copy)
         except gevent.GreenletExit:
@@ -327,15 +334,15 @@ class Processor:
             self.recorders[job.queue].finished(job, began)
         self._ended(job, exc)
 
-    def _ended(self, job: Job, exc: BaseException) -> None:
-        """A handler raised: cancelled, rate limited, or failed."""
+    def _ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
+        """A handler raised: cancelled, rate limited, killed, or failed."""
         if isinstance(exc, JobCancelled) and _names(exc, job):
             log.info("%s: job %s cancelled while running", self._context, job.id)
             self._cancelled(job)
         elif isinstance(exc, RateLimited):
             self._rate_limited(job, exc)
         else:
-            self._failed(job, exc)
+            self._failed(job, exc, plan)
 
     # -- cancels (gq.Queue.cancel; the consumer's canceller loop calls cancel) -------------
 
@@ -386,7 +393,7 @@ class Processor:
             self.stats.rate_limited += 1
             self.recorders[job.queue].failed("rate_limited")
 
-    def _run_with_timeout(self, job: Job, timeout: float) -> object:
+    def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> object:
         # The gevent.Timeout stops a handler that waits; the deadline lets gq.worker.watchdog stop
         # one that never yields. Both raise inside execute's try, so either way the
         # attempt fails like any other.
@@ -394,7 +401,7 @@ class Processor:
         watchdog.DEADLINES[worker] = (time.monotonic() + timeout, timeout)
         try:
             with gevent.Timeout(timeout, JobTimeout(timeout)):
-                return self._call(job)
+                return call(*args)
         finally:
             del watchdog.DEADLINES[worker]
 
@@ -407,14 +414,14 @@ class Processor:
             return asyncio_loop.wait(result, f"gq job {job.id}")
         return result
 
-    def _failed(self, job: Job, exc: BaseException) -> None:
+    def _failed(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         self.stats.failed += 1
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
         updated.queue = job.queue
-        reason = _describe(exc)
+        reason = describe(exc)
         queue = self._queues[job.queue]
-        if job.attempt < self._opts.job_max_attempts:
-            delay = backoff(job.attempt, self._opts.job_max_backoff)
+        delay = retry_delay(job.attempt, exc, plan, self._opts)
+        if delay is not None:
             message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
             log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
                         job.id, job.attempt, delay, reason, exc_info=exc)  # fmt: skip
@@ -424,8 +431,9 @@ class Processor:
                 self.recorders[job.queue].failed("retried")
             return
         message = jobs.encode(updated, error=reason)
-        log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
-                  self._context, job.id, job.attempt, reason, exc_info=exc)  # fmt: skip
+        why = "killed (gq.Kill)" if isinstance(exc, Kill) else "no attempts left, killed"
+        log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
+                  job.attempt, why, reason, exc_info=exc)  # fmt: skip
         if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
             self.stats.killed += 1
             self.recorders[job.queue].failed("killed")
@@ -479,11 +487,6 @@ class Processor:
 def _names(cancelled: JobCancelled, job: Job) -> bool:
     # A JobCancelled a handler raised itself may name no queue.
     return cancelled.job_id == job.id and cancelled.queue in ("", job.queue)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class _Slot:
