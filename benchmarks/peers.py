@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 import redis
+from asyncbench import gq_async_task_drain
 from common import (
     VENVS,
     WORKERS,
@@ -38,7 +39,6 @@ from common import (
     write_json,
 )
 from curlyq import CURLYQ_VERSION, curlyq_drain, go_version
-from asyncbench import gq_async_task_drain
 from gqbench import ceiling_drain, gq_drain, strip
 
 HUEY_LAUNCH = (
