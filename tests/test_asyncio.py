@@ -129,8 +129,8 @@ def test_job_timeout_cancels_the_coroutine_and_fails_the_attempt(
     assert "JobTimeout" in _error(backend, "slow")
 
 
-@pytest.mark.timeout(30)
-def test_a_cancel_cancels_the_running_coroutine(backend: Backend, start: Any) -> None:
+def _hanging() -> tuple[Any, list[str], list[str]]:
+    """An async handler that awaits for an hour, and the ids it started and unwound."""
     started: list[str] = []
     unwound: list[str] = []
 
@@ -141,6 +141,12 @@ def test_a_cancel_cancels_the_running_coroutine(backend: Backend, start: Any) ->
         finally:
             unwound.append(job.id)
 
+    return handler, started, unwound
+
+
+@pytest.mark.timeout(30)
+def test_a_cancel_cancels_the_running_coroutine(backend: Backend, start: Any) -> None:
+    handler, started, unwound = _hanging()
     start(handler)
     _enqueue(backend, gq.Job(id="long"))
     wait_until(lambda: started == ["long"])
@@ -202,16 +208,7 @@ def test_a_graceful_stop_lets_a_coroutine_finish(backend: Backend) -> None:
 def test_past_the_grace_period_a_stop_cancels_the_coroutine_and_leaves_its_job_in_flight(
     backend: Backend,
 ) -> None:
-    started: list[str] = []
-    unwound: list[str] = []
-
-    async def handler(job: gq.Job) -> None:
-        started.append(job.id)
-        try:
-            await asyncio.sleep(3600)
-        finally:
-            unwound.append(job.id)
-
+    handler, started, unwound = _hanging()
     consumer = gq.Consumer(backend.queue, client=backend.client(), shutdown_grace_period=0.3)
     runner = gevent.spawn(consumer.run, handler)
     _enqueue(backend, gq.Job(id="stuck"))
