@@ -15,6 +15,10 @@ as the same ``EventLoopBlocked`` event (gq.metrics counts them). From the event:
   handler raises ``JobTimeout`` in that handler: a ``gevent.Timeout`` cannot fire while
   the hub is held. The attempt then fails as any timed-out attempt does.
 
+A coroutine that never awaits holds the asyncio loop's greenlet, and so the hub: that
+greenlet names its current task in ``CURRENT``, and the report and the deadline are the
+task's (``DEADLINES`` holds it while it runs; the JobTimeout then ends the task).
+
 C code that holds the main thread without running Python (a long C call) cannot be
 interrupted this way; the thread heartbeat (gq.worker.loops.ThreadHeartbeat) then gives up after
 ``custodian_consumer_timeout`` so that the lease ends and the jobs are recovered.
