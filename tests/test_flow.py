@@ -201,7 +201,7 @@ def test_a_cancel_never_interrupts_the_write_of_an_outcome(
     queue.retry = slow_retry  # type: ignore[method-assign]
     assert writing.wait(10)
     assert _queue(backend).cancel("f0") == 1  # in flight: a request
-    consumer._processor.cancel({"f0"})  # what the canceller loop does, at once
+    consumer._processor.cancel(backend.queue, {"f0"})  # what the canceller loop does, at once
     gevent.sleep(0)  # let the hub run the interrupt callback, if any were scheduled
     release.set()
     wait_until(lambda: consumer.stats.retried == 1, 5)
