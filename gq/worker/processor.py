@@ -98,10 +98,8 @@ class Processor(PlannedRuns):
         self.workers: list[gevent.Greenlet] = []
         self.running = 0  # handlers running now
         self._waiting = 0  # workers blocked on an empty buffer
-        self._room = Event()  # set when the buffer has room for the poller
-        self._room.set()
-        self._quiet = Event()  # set when no handler runs
-        self._quiet.set()
+        self._room = _set_event()  # set when the buffer has room for the poller
+        self._quiet = _set_event()  # set when no handler runs
         # Per queue (two may hold one id), the jobs held here: buffered, running, or waiting
         # for their outcome's write (for Poller._reconcile after a lost reply, and cancels).
         self.held: dict[str, set[str]] = {name: set() for name in queues}
@@ -487,6 +485,12 @@ class Processor(PlannedRuns):
 def _names(cancelled: JobCancelled, job: Job) -> bool:
     # A JobCancelled a handler raised itself may name no queue.
     return cancelled.job_id == job.id and cancelled.queue in ("", job.queue)
+
+
+def _set_event() -> Event:
+    event = Event()
+    event.set()
+    return event
 
 
 class _Slot:
