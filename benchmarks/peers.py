@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 import redis
+from asyncbench import gq_async_task_drain
 from common import (
     VENVS,
     WORKERS,
@@ -103,6 +104,23 @@ PEERS: dict[str, dict[str, Any]] = {
         "delivery": "at-least-once-ish: jobs stay in the queue with an in-progress key "
                     "(expires); polled, pessimistic execution",
     },
+    "taskiq": {
+        "db": 7, "packages": ["taskiq", "taskiq-redis", "redis"],
+        "cmd": lambda v, url, c: [f"{v}/bin/taskiq", "worker", "peer_taskiq:broker",
+                                  "--workers", "1", "--max-async-tasks", str(c),
+                                  "--no-configure-logging"],
+        "config": "taskiq worker --workers 1 --max-async-tasks C, taskiq-redis "
+                  "RedisStreamBroker (xread_count 100), ack when executed",
+        "delivery": "at-least-once: a Redis stream consumer group; acked after the task "
+                    "ran; an unacked message is reclaimed after idle_timeout (10 min)",
+    },
+    "streaq": {
+        "db": 8, "packages": ["streaq", "redis"],
+        "cmd": lambda v, url, c: [f"{v}/bin/streaq", "run", "peer_streaq:worker"],
+        "config": "streaq run, Worker(concurrency=C)",
+        "delivery": "at-least-once: Redis streams with a consumer group; idle messages "
+                    "are reclaimed after idle_timeout",
+    },
     "saq": {
         "db": 6, "packages": ["saq", "redis", "hiredis"],
         "cmd": lambda v, url, c: [f"{v}/bin/saq", "peer_saq.settings"],
@@ -163,6 +181,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--only", default=",".join(PEERS))
     ap.add_argument("--name", default="peers", help="write results/<name>.json")
+    ap.add_argument("--workloads", default="", help="a subset of the workloads, by name")
     args = ap.parse_args()
     repeat = args.repeat or (1 if args.quick else 3)
     peers = [p for p in args.only.split(",") if p]
@@ -172,7 +191,12 @@ def main() -> None:
     workloads = {
         "noop": {"task": "noop", "C": 100, "sleep_ms": 0},
         "io_100ms_C1000": {"task": "sleepy", "C": 1000, "sleep_ms": 100},
+        # The asyncio peers' workloads at both concurrencies (issue 21).
+        "noop_C1000": {"task": "noop", "C": 1000, "sleep_ms": 0},
+        "io_100ms_C100": {"task": "sleepy", "C": 100, "sleep_ms": 100},
     }
+    if args.workloads:
+        workloads = {k: workloads[k] for k in args.workloads.split(",")}
     results: dict[str, Any] = {"workloads": workloads, "runs": {}}
     with dedicated_redis() as url:
         results["machine"] = machine(url)
@@ -185,6 +209,8 @@ def main() -> None:
                     runs.setdefault("ceiling", []).append(strip(ceiling_drain(url, n_gq, 100)))
                 runs.setdefault("gq", []).append(
                     strip(gq_drain(url, n, w["C"], buffer, w["sleep_ms"])))
+                runs.setdefault("gq async tasks", []).append(
+                    strip(gq_async_task_drain(url, n, w["C"], buffer, w["sleep_ms"], w["task"])))
                 try:
                     runs.setdefault("gq-task", []).append(
                         run_peer("gq-task", url, w["task"], n, w["C"], w["sleep_ms"], 300.0))

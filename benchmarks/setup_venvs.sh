@@ -11,3 +11,5 @@ mk dramatiq "dramatiq[redis]" gevent hiredis
 mk huey huey redis gevent hiredis
 mk arq arq hiredis
 mk saq "saq[hiredis]" typing_extensions
+mk taskiq taskiq taskiq-redis
+mk streaq streaq

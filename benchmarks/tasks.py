@@ -19,9 +19,17 @@ import sys
 import time
 import uuid
 
-from common import WORKERS, command, dedicated_redis, machine, markdown_table, run_json, versions
-from common import write_json
-from gqbench import PYTHON, delete_queue, gq_drain, prefill, strip
+from common import (
+    WORKERS,
+    command,
+    dedicated_redis,
+    machine,
+    markdown_table,
+    run_json,
+    versions,
+    write_json,
+)
+from gqbench import PYTHON, delete_queue, gq_drain, strip
 
 import gq
 

@@ -13,6 +13,7 @@ the worker's flags) handed to the processor in the ``Plan``. What cannot run say
 from __future__ import annotations
 
 import contextvars
+import inspect
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -102,7 +103,8 @@ class Dispatcher:
 class _Entry:
     """One task, with its options resolved for the worker (task, then app)."""
 
-    __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "now")
+    __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "now",
+                 "runs")  # fmt: skip
 
     def __init__(self, task: Task[Any, Any], now: Callable[[], float]) -> None:
         self.fn = task.fn
@@ -113,6 +115,9 @@ class _Entry:
         self.retries = task.options.retries
         self.backoff = task.options.backoff
         self.now = now
+        # An async def task's run is a coroutine, awaited by the worker on its asyncio loop
+        # (gq.worker.asyncio_loop), with current_job() set inside it.
+        self.runs = self.arun if inspect.iscoroutinefunction(task.fn) else self.run
 
     def plan(self, job: Job, env: envelope.Envelope) -> Plan:
         opts = env.opts
@@ -128,7 +133,7 @@ class _Entry:
             why = self.check(env.args, env.kwargs)
             if why is not None:
                 raise Kill(f"task {self.name}: the arguments do not bind: {why}")
-        return Plan(partial(self.run, job, env), timeout, retries, backoff, self.name)
+        return Plan(partial(self.runs, job, env), timeout, retries, backoff, self.name)
 
     def run(self, job: Job, env: envelope.Envelope) -> object:
         token = _CURRENT.set((job, env))
@@ -136,12 +141,26 @@ class _Entry:
             result = self.fn(*env.args, **env.kwargs)
         finally:
             _CURRENT.reset(token)
-        if result is not None and not envelope.encodable(result):
+        if result is not None and not inspect.isawaitable(result):  # (awaited by the worker)
+            self._keep(job, result)
+        return result
+
+    async def arun(self, job: Job, env: envelope.Envelope) -> object:
+        token = _CURRENT.set((job, env))
+        try:
+            result = await self.fn(*env.args, **env.kwargs)
+        finally:
+            _CURRENT.reset(token)
+        if result is not None:
+            self._keep(job, result)
+        return result
+
+    def _keep(self, job: Job, result: object) -> None:
+        if not envelope.encodable(result):
             # Not a failure: the task's work is done, and running it again would repeat
             # it. Results are not kept yet (section 16 will record this on the job).
             log.error("task %s job %s returned a value without a MessagePack form (%s): "
                       "not kept", self.name, job.id, type(result).__name__)  # fmt: skip
-        return result
 
 
 def _number(task: str, name: str, value: Any) -> Any:

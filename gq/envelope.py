@@ -24,7 +24,7 @@ datetimes (MessagePack's timestamp extension, -1; read back in UTC). Subclasses 
 str, int and float (enums, say) travel as their base type. Anything else is refused
 with a ``TypeError`` naming its place (``kwargs["when"]``): UUID, Decimal, date, sets
 and dataclasses are the caller's to convert (``str(uuid)``, ``date.isoformat()``,
-``dataclasses.asdict(obj)``), so that every language reads the same values. No code objects are ever serialized.
+``dataclasses.asdict(obj)``), so that every language reads the same values (no Python-only format).
 """
 
 from __future__ import annotations

@@ -87,5 +87,5 @@ def greenlet_exit_first(job: gq.Job) -> None:
 
 
 async def async_record(job: gq.Job) -> None:
-    """An ``async def`` handler, which gq-worker refuses until async handlers are run."""
+    """An ``async def`` handler (tests/async_handlers.py has some on redis.asyncio)."""
     _redis().rpush(_key("done"), job.id)

@@ -4,6 +4,7 @@ processes where a process is involved."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 import warnings
@@ -187,40 +188,43 @@ def test_after_redis_lost_its_data_a_new_job_runs_without_waiting_for_the_heartb
     assert not runner.dead
 
 
-# -- defect 15: async def handlers -----------------------------------------------------------
+# -- defect 15: async def handlers (awaited since issue #17) ----------------------------------
+
+_RAN: list[str] = []
 
 
 async def _async_handler(job: gq.Job) -> None:
-    pass
+    await asyncio.sleep(0)
+    _RAN.append(job.id)
 
 
 class _AsyncCallable:
     async def __call__(self, job: gq.Job) -> None:
-        pass
+        await _async_handler(job)
 
 
 @pytest.mark.parametrize("handler", [_async_handler, _AsyncCallable()], ids=["def", "object"])
-def test_an_async_def_handler_is_refused_at_start(backend: Backend, handler: Any) -> None:
-    consumer = gq.Consumer(backend.queue, client=backend.client())
-    with pytest.raises(gq.ConfigurationError, match="async def"):
-        consumer.run(handler)
-    assert backend.direct().zcard(QueueKeys(backend.queue).consumers) == 0  # never started
+def test_an_async_def_handler_is_awaited(backend: Backend, start: Any, handler: Any) -> None:
+    _RAN.clear()
+    _fill(backend, ["ad"])
+    consumer, _ = start(handler)
+    wait_until(lambda: consumer.stats.done == 1, 10)
+    assert _RAN == ["ad"]
 
 
 @pytest.mark.timeout(60)
-def test_a_job_whose_handler_returned_an_awaitable_fails_and_is_never_acknowledged(
+def test_a_job_whose_handler_returned_an_awaitable_is_acknowledged_only_once_awaited(
     backend: Backend, start: Any
 ) -> None:
+    _RAN.clear()
     _fill(backend, ["aw"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         consumer, _ = start(lambda job: _async_handler(job))
-        wait_until(lambda: consumer.stats.retried == 1, 10)
+        wait_until(lambda: consumer.stats.done == 1, 10)
         gc.collect()
-    assert consumer.stats.done == 0
-    scheduled = backend.direct().zrange(QueueKeys(backend.queue).scheduled, 0, -1)
-    assert scheduled == [b"aw"]  # a failure, retried as any
-    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]  # closed
+    assert _RAN == ["aw"]  # the acknowledged job ran
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]  # awaited
 
 
 # -- unknown option names --------------------------------------------------------------------

@@ -174,7 +174,7 @@ def test_timeouts_fail_the_test_not_the_session(
     monkeypatch.setenv("GQ_TEST_TIMEOUT", "0.3")
 
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:timeout", "tests", timeout=60
+        "-p", "no:cacheprovider", "-p", "no:timeout", "-p", "no:anyio", "tests", timeout=60
     )
 
     result.assert_outcomes(passed=2, failed=4, errors=1)

@@ -1,6 +1,8 @@
 """gq's benchmark worker: one Consumer in this process, stopped once BENCH_N jobs ran.
 
 usage: gq_worker.py URL QUEUE CONCURRENCY BUFFER [latency]
+
+BENCH_ASYNC=1: the handler is an ``async def`` awaiting asyncio.sleep (gq's asyncio loop).
 """
 
 import os
@@ -13,6 +15,7 @@ from gevent import monkey
 
 monkey.patch_all()
 
+import asyncio  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 
@@ -43,6 +46,12 @@ def main() -> None:
             gevent.sleep(sleep)
         probe.end(time.time() - float(job.data) if latency else None)
 
+    async def async_handler(job: gq.Job) -> None:
+        probe.start()
+        if sleep:
+            await asyncio.sleep(sleep)
+        probe.end(time.time() - float(job.data) if latency else None)
+
     consumer = gq.Consumer(
         queue, url=url, processor_concurrency=concurrency, poller_buffer_size=buffer
     )
@@ -53,7 +62,7 @@ def main() -> None:
     probe.on_done = consumer.stop
     # Tell the parent we are about to take jobs (the latency runs wait for this line).
     print("ready", flush=True)
-    consumer.run(handler)
+    consumer.run(async_handler if os.environ.get("BENCH_ASYNC") else handler)
     print(json.dumps(probe.result))
 
 

@@ -4,7 +4,6 @@ itself, stopped once BENCH_N jobs ran (the twin of gq_worker.py's noop byte hand
 usage: task_worker.py URL QUEUE CONCURRENCY BUFFER
 """
 
-import os
 import sys
 
 from gevent import monkey

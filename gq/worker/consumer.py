@@ -22,9 +22,8 @@ from gq.periodic import check_schedule
 from gq.store.base import describe
 from gq.store.config import check_queue_name, resolve_client
 from gq.store.jobs import DEAD_TRIM_BATCH, RedisQueue
-from gq.worker import watchdog
+from gq.worker import asyncio_loop, watchdog
 from gq.worker.facts import Reporter, report_interval
-from gq.worker.handler_checks import refuse_async
 from gq.worker.loops import Loop, ThreadHeartbeat
 from gq.worker.periodic_runner import PeriodicRunner
 from gq.worker.poller import Poller, Source
@@ -112,7 +111,6 @@ class Consumer:
         _require_monkey_patching()
         if not callable(handler):
             raise ConfigurationError(f"handler must be callable, not {handler!r}")
-        refuse_async(handler)
         if self._running:
             raise GQError("this consumer is already running")
         self._running = True
@@ -201,6 +199,7 @@ class Consumer:
     def _build(self, handler: Handler) -> Processor:
         """The processor, the poller and the reporter of this run."""
         opts = self.opts
+        asyncio_loop.install()  # before a sync handler calls asyncio.run()
         processor = self._processor = Processor(
             self._queues, self.id, opts, handler, self._abort, self.context, self.recorders
         )

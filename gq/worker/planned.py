@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import gevent
 
 from gq.job import Job
+from gq.worker import asyncio_loop
 from gq.worker.call import Plan
-from gq.worker.handler_checks import GreenletExitRaised, refuse_awaitable
+from gq.worker.handler_checks import GreenletExitRaised
 
 if TYPE_CHECKING:
     from gq.options import ConsumerOptions
@@ -24,6 +25,12 @@ def planner_of(handler: object) -> Callable[[Job], Plan] | None:
     a byte handler takes the fast path."""
     planner: Callable[[Job], Plan] | None = getattr(handler, "plan", None)
     return planner
+
+
+def _run(plan: Plan, job: Job) -> object:
+    """``plan.run()``, awaited on the asyncio loop when it returns an awaitable (an
+    ``async def`` task's): never acknowledged before it has run (SPEC section 15)."""
+    return asyncio_loop.awaited(plan.run(), job)
 
 
 class PlannedRuns:
@@ -60,9 +67,10 @@ class PlannedRuns:
         try:
             plan = planner(job)  # (a raw handler's plan runs on a copy of the job)
             timeout = self._opts.job_timeout if plan.timeout is None else plan.timeout
-            result = self._run_with_timeout(timeout, plan.run) if timeout else plan.run()
-            if result is not None:
-                refuse_awaitable(result)
+            if timeout:
+                self._run_with_timeout(timeout, _run, plan, job)
+            else:
+                _run(plan, job)
         except gevent.GreenletExit:
             if self._abandoned:
                 raise  # a forced stop: the job stays in flight for another consumer

@@ -11,6 +11,8 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from inspect import isawaitable
+from types import CoroutineType
 from typing import Any, Callable, cast
 
 import gevent
@@ -31,10 +33,10 @@ from gq.errors import (
 from gq.job import Job
 from gq.options import ConsumerOptions
 from gq.store.jobs import RedisQueue
-from gq.worker import watchdog
+from gq.worker import asyncio_loop, watchdog
 from gq.worker.acker import Acker, not_owned, persist
 from gq.worker.call import Plan, describe, retry_delay
-from gq.worker.handler_checks import GreenletExitRaised, refuse_awaitable
+from gq.worker.handler_checks import GreenletExitRaised
 from gq.worker.planned import PlannedRuns, planner_of
 from gq.worker.recorder import Recorder
 
@@ -94,10 +96,8 @@ class Processor(PlannedRuns):
         self.workers: list[gevent.Greenlet] = []
         self.running = 0  # handlers running now
         self._waiting = 0  # workers blocked on an empty buffer
-        self._room = Event()  # set when the buffer has room for the poller
-        self._room.set()
-        self._quiet = Event()  # set when no handler runs
-        self._quiet.set()
+        self._room = _set_event()  # set when the buffer has room for the poller
+        self._quiet = _set_event()  # set when no handler runs
         # Per queue (two may hold one id), the jobs held here: buffered, running, or waiting
         # for their outcome's write (for Poller._reconcile after a lost reply, and cancels).
         self.held: dict[str, set[str]] = {name: set() for name in queues}
@@ -304,11 +304,9 @@ class Processor(PlannedRuns):
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
             copy.queue = job.queue
             if timeout:
-                result = self._run_with_timeout(timeout, self._handler, copy)
+                self._run_with_timeout(timeout, self._call, copy)
             else:
-                result = self._handler(copy)
-            if result is not None:
-                refuse_awaitable(result)
+                self._call(copy)
         except gevent.GreenletExit:
             if self._abandoned:
                 raise  # a forced stop: the job stays in flight for another consumer
@@ -409,6 +407,15 @@ class Processor(PlannedRuns):
         finally:
             del watchdog.DEADLINES[worker]
 
+    def _call(self, job: Job) -> object:
+        """The handler's result; an awaitable it returned (an ``async def`` handler's
+        coroutine) is awaited on the asyncio loop first: a job is never acknowledged
+        before its coroutine has run (SPEC section 15)."""
+        result = self._handler(job)
+        if result is not None and (type(result) is CoroutineType or isawaitable(result)):
+            return asyncio_loop.wait(result, f"gq job {job.id}")
+        return result
+
     def _failed(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         self.stats.failed += 1
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
@@ -482,6 +489,12 @@ class Processor(PlannedRuns):
 def _names(cancelled: JobCancelled, job: Job) -> bool:
     # A JobCancelled a handler raised itself may name no queue.
     return cancelled.job_id == job.id and cancelled.queue in ("", job.queue)
+
+
+def _set_event() -> Event:
+    event = Event()
+    event.set()
+    return event
 
 
 class _Slot:

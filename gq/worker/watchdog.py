@@ -15,6 +15,10 @@ as the same ``EventLoopBlocked`` event (gq.metrics counts them). From the event:
   handler raises ``JobTimeout`` in that handler: a ``gevent.Timeout`` cannot fire while
   the hub is held. The attempt then fails as any timed-out attempt does.
 
+A coroutine that never awaits holds the asyncio loop's greenlet, and so the hub: that
+greenlet names its current task in ``CURRENT``, and the report and the deadline are the
+task's (``DEADLINES`` holds it while it runs; the JobTimeout then ends the task).
+
 C code that holds the main thread without running Python (a long C call) cannot be
 interrupted this way; the thread heartbeat (gq.worker.loops.ThreadHeartbeat) then gives up after
 ``custodian_consumer_timeout`` so that the lease ends and the jobs are recovered.
@@ -22,13 +26,14 @@ interrupted this way; the thread heartbeat (gq.worker.loops.ThreadHeartbeat) the
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import sys
 import time
 import traceback
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
 
 import gevent
 from gevent import events, monkey
@@ -42,8 +47,13 @@ log = logging.getLogger("gq.watchdog")
 # worker uses it.
 INTERRUPT = signal.SIGURG
 
-#: Handler greenlet -> (monotonic deadline, timeout) while it runs a job with a timeout.
+#: Handler greenlet -> (monotonic deadline, timeout) while it runs a job with a timeout;
+#: an asyncio task -> the same while it runs an async handler's coroutine.
 DEADLINES: dict[Any, tuple[float, float]] = {}
+
+#: A greenlet that runs others' work (the asyncio loop's) -> what it runs now (its task),
+#: so that a report names the coroutine and a deadline is found for it.
+CURRENT: dict[Any, Callable[[], object]] = {}
 
 
 class _State:
@@ -127,11 +137,18 @@ def _on_blocked(event: object) -> None:
     """In gevent's monitor thread: report, and interrupt a handler past its deadline."""
     if not isinstance(event, events.EventLoopBlocked):
         return
-    blocker = event.greenlet
+    blocker = _subject(event.greenlet)
     _report(blocker, event.blocking_time, event.info)
     deadline = DEADLINES.get(blocker)
     if deadline is not None and time.monotonic() >= deadline[0]:
         signal.pthread_kill(_State.main_thread, INTERRUPT)
+
+
+def _subject(greenlet: Any) -> Any:
+    """What ``greenlet`` runs: itself, or the task a loop greenlet runs now."""
+    current = CURRENT.get(greenlet)
+    found = current() if current is not None else None
+    return greenlet if found is None else found
 
 
 def _report(blocker: Any, period: float, info: list[str]) -> None:
@@ -141,13 +158,16 @@ def _report(blocker: Any, period: float, info: list[str]) -> None:
     _State.last_blocker, _State.last_report = blocker, now
     if same_episode:
         return
-    log.warning("the gevent hub has been blocked for over %.2f s by %r (a handler that does "
-                "not yield?); its stack:\n%s", period, blocker, "".join(info))  # fmt: skip
+    what = "a handler that does not yield?"
+    if isinstance(blocker, asyncio.Future):  # a task: the loop greenlet holds the hub
+        what = "a coroutine on the asyncio loop that does not await?"
+    log.warning("the gevent hub has been blocked for over %.2f s by %r (%s); its stack:\n%s",
+                period, blocker, what, "".join(info))  # fmt: skip
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     """In the main thread, in whatever greenlet runs now: raise only in a handler that is
     past its deadline (the signal may arrive after it yielded, or finished)."""
-    deadline = DEADLINES.get(gevent.getcurrent())
+    deadline = DEADLINES.get(_subject(gevent.getcurrent()))
     if deadline is not None and time.monotonic() >= deadline[0]:
-        raise JobTimeout(deadline[1])
+        raise JobTimeout(deadline[1])  # in a task's coroutine, it ends that task
