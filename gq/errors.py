@@ -101,8 +101,9 @@ class JobCancelled(BaseException):
     cannot swallow it; a handler may catch it to clean up, and should re-raise it.
     """
 
-    def __init__(self, job_id: str) -> None:
+    def __init__(self, job_id: str, queue: str = "") -> None:
         self.job_id = job_id
+        self.queue = queue  # of the job: two queues of one consumer may hold the same id
         super().__init__(f"job {job_id} was cancelled")
 
 

@@ -14,14 +14,10 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from gq.cli.common import count_or_auto, duration, optional_count, optional_duration
-from gq.options import ConsumerOptions
+from gq.options import SHORT_NAMES, ConsumerOptions
 
-# The short forms users of other queues reach for first.
-ALIASES = {
-    "processor_concurrency": "--concurrency",
-    "poller_buffer_size": "--buffer-size",
-    "shutdown_grace_period": "--grace-period",
-}
+# The short forms users of other queues reach for first (--concurrency...).
+ALIASES = {name: "--" + short.replace("_", "-") for short, name in SHORT_NAMES.items()}
 
 # Added to a docstring that only gives the default ("Default 30 s."); {loop} is the
 # option's first word.

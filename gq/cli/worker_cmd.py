@@ -41,6 +41,7 @@ from gq.periodic import Periodic
 from gq.store.base import ScriptedQueue, describe
 from gq.store.connection import redact_url
 from gq.store.jobs import RedisQueue
+from gq.worker.handler_checks import refuse_async
 
 log = logging.getLogger("gq.worker")
 
@@ -202,6 +203,10 @@ def load_handler(spec: str) -> Callable[..., Any]:
         raise CliError(
             EXIT_USAGE, f"handler {spec!r} is not callable (it is {type(target).__name__})"
         )
+    try:
+        refuse_async(target)
+    except ConfigurationError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
     return target  # type: ignore[no-any-return]
 
 
