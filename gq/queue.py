@@ -113,9 +113,11 @@ def consumer_report(admin: QueueAdmin, consumer_timeout: float) -> list[dict[str
     ``id``, ``in_flight``, ``heartbeat_at`` (server time of its last heartbeat),
     ``updated_at`` (of its last facts, None without), ``silent_for`` (s since the later of
     the two), ``silent`` (past two report intervals and SILENT_SLACK; without facts, as
-    curlyq's, past ``consumer_timeout``), ``recover_at`` (when a custodian may take its jobs
-    back: the heartbeat plus the lease its facts state, else ``consumer_timeout``) and
-    ``facts`` (None without). Three round trips, whatever the number of consumers."""
+    curlyq's, past ``consumer_timeout``), ``alive`` (heartbeat within ``consumer_timeout``,
+    as ``stats`` counts it), ``state`` ("alive", "silent" or "dead"), ``recover_at`` (when a
+    custodian may take its jobs back: the heartbeat plus the lease its facts state, else
+    ``consumer_timeout``), ``recover_in`` (s from the server's now until then; negative once
+    due) and ``facts`` (None without). Three round trips, whatever the number of consumers."""
     found = admin.consumers()
     facts = admin.consumer_facts([consumer_id for consumer_id, _, _ in found])
     now = admin.server_time()
@@ -141,6 +143,7 @@ def _consumer_entry(
     lease = _number(given.get("lease_seconds")) or timeout
     silent_for = max(0.0, now - max(heartbeat_at, updated or 0.0))
     limit = 2 * interval + SILENT_SLACK if interval else timeout
+    alive = now - heartbeat_at <= timeout
     return {
         "id": consumer_id,
         "in_flight": in_flight,
@@ -148,9 +151,19 @@ def _consumer_entry(
         "updated_at": updated,
         "silent_for": round(silent_for, 3),
         "silent": silent_for > limit,
+        "alive": alive,
+        "state": _state(alive, silent_for > limit),
         "recover_at": heartbeat_at + lease,
+        "recover_in": round(heartbeat_at + lease - now, 3),
         "facts": facts,
     }
+
+
+def _state(alive: bool, silent: bool) -> str:
+    """What the displays call a consumer: "dead" past the timeout (``gq stats`` counts it
+    so), "silent" while its facts are overdue but its heartbeat is not that old, else
+    "alive"."""
+    return "dead" if not alive else "silent" if silent else "alive"
 
 
 def _number(value: Any) -> float | None:

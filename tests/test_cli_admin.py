@@ -134,7 +134,7 @@ def test_consumers_shows_last_heartbeat_jobs_in_flight_and_state(
     code, out, err = gq_cmd(rq, redis_server, "consumers")
     assert code == 0, err
     assert re.search(r"^worker-a\s.*\s2\s+alive$", out, re.MULTILINE), out
-    assert re.search(r"^gone\s.*1h0\dm ago\s+0\s+dead$", out, re.MULTILINE), out
+    assert re.search(r"^gone\s.*1h0\dm ago\s+0\s+dead: silent for 1h0\dm$", out, re.MULTILINE), out
 
 
 # -- enqueue ---------------------------------------------------------------------------------------

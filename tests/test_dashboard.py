@@ -151,7 +151,7 @@ def test_consumer_facts_of_the_wrong_type_are_left_out(
 def test_a_silent_consumer_shows_as_dead(http: Http, rq: BothSides) -> None:
     rq.client.zadd(rq.keys.consumers, {rq.keys.inflight("gone"): time.time() - 3600})
     row = http.get(path(rq, "/consumers")).body
-    assert '<tr class="dead">' in row
+    assert '<tr class="dead" data-consumer="gone">' in row and "silent for 1h00m" in row
     summary = json.loads(http.get(f"/api/queues/{rq.keys.name}").body)
     assert (summary["consumers_alive"], summary["consumers_dead"]) == (0, 1)
 

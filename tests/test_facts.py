@@ -252,9 +252,9 @@ def test_gq_consumers_shows_each_consumers_facts(redis_server: RedisServer, rq: 
     assert result.returncode == 0, result.stderr
     host, pid = re.escape(socket.gethostname()), os.getpid()
     version = re.escape(gq.__version__)
-    line = rf"^worker-a\s+{host}\s+{pid}\s+{version}\s+0\s+12\s+\d+M\s+\d+%\s.*\s0\s+alive$"
+    line = rf"^worker-a\s+{host}\s+{pid}\s+{version}\s+0\s+12\s+0\s+\d+M\s+\d+%\s.*\s0\s+alive$"
     assert re.search(line, result.stdout, re.M), result.stdout
-    assert re.search(r"^curlyq-b(\s+-){7}\s.*\s0\s+alive$", result.stdout, re.M), result.stdout
+    assert re.search(r"^curlyq-b(\s+-){9}\s.*\s0\s+alive$", result.stdout, re.M), result.stdout
 
     result = run(ADMIN, "consumers", "--json", env=env)
     entries = {e["consumer"]: e for e in map(json.loads, result.stdout.splitlines())}

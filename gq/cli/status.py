@@ -8,8 +8,12 @@ from typing import Any
 
 from gq.cli import EXIT_OK, facts_view, flow_cmd
 from gq.cli.formatting import age, json_safe, local_time, print_json_lines, relative, table
+from gq.queue import consumer_report
 from gq.queue import stats as queue_stats
 from gq.store.admin import QueueAdmin
+
+# What a line of `gq consumers --json` copies from gq.queue.consumer_report.
+REPORT_FIELDS = ("state", "alive", "silent", "silent_for", "in_flight", "recover_at", "recover_in")
 
 
 def stats(args: argparse.Namespace, rq: QueueAdmin) -> int:
@@ -37,54 +41,73 @@ def _stats_text(report: dict[str, Any]) -> str:
 
 
 def consumers(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    found = rq.consumers()
-    now = rq.server_time()
-    facts = facts_view.read_facts(rq, [consumer_id for consumer_id, _, _ in found])
-    entries = [
-        _entry(consumer, fact, now, args.consumer_timeout) for consumer, fact in zip(found, facts)
-    ]
+    entries = [_entry(report) for report in consumer_report(rq, args.consumer_timeout)]
     if args.json:
         print_json_lines(entries)
     elif not entries:
         print(f"no consumers registered on queue {rq.keys.name}")
     else:
-        _print_consumers(entries, facts, now, args.consumer_timeout)
+        _print_consumers(entries, args.consumer_timeout)
     return EXIT_OK
 
 
-def _entry(
-    consumer: tuple[str, float, int], facts: dict[str, Any], now: float, consumer_timeout: float
-) -> dict[str, Any]:
-    """One line of ``gq consumers --json``."""
-    consumer_id, seen, inflight = consumer
+def _entry(report: dict[str, Any]) -> dict[str, Any]:
+    """One line of ``gq consumers --json``: gq.queue.consumer_report's entry with the facts
+    flattened (null where the consumer wrote none)."""
+    facts = report["facts"] or {}
     return {
-        "consumer": consumer_id,
-        "last_heartbeat": seen,
-        "seconds_since_heartbeat": round(max(0.0, now - seen), 3),
-        "in_flight": inflight,
-        "alive": now - seen <= consumer_timeout,
+        "consumer": report["id"],
+        "last_heartbeat": report["heartbeat_at"],
+        "seconds_since_heartbeat": round(max(0.0, _now(report) - report["heartbeat_at"]), 3),
+        **{name: report[name] for name in REPORT_FIELDS},
         **facts_view.json_fields(facts),
+        "updated_at": report["updated_at"],
     }
 
 
-def _print_consumers(
-    entries: list[dict[str, Any]], facts: list[dict[str, Any]], now: float, consumer_timeout: float
-) -> None:
+def _print_consumers(entries: list[dict[str, Any]], consumer_timeout: float) -> None:
     rows = [
         (
             e["consumer"],
-            *facts_view.cells(fact),
-            local_time(e["last_heartbeat"]),
-            relative(e["last_heartbeat"], now),
+            *facts_view.cells(e),
+            _ago(e["updated_at"], e),
+            _ago(e["last_heartbeat"], e),
             str(e["in_flight"]),
-            "alive" if e["alive"] else "dead",
+            _state(e),
         )
-        for e, fact in zip(entries, facts)
+        for e in entries
     ]
-    headers = ("CONSUMER", *facts_view.HEADERS, "LAST HEARTBEAT", "", "IN FLIGHT", "STATE")
+    headers = ("CONSUMER", *facts_view.HEADERS, "REPORTED", "HEARTBEAT", "IN FLIGHT", "STATE")
     print(table(headers, rows))
-    if not all(e["alive"] for e in entries):
+    for e in entries:
+        if e["state"] != "alive" and e["in_flight"]:
+            print(f"{e['consumer']}: {_recovery(e)}")
+    if any(e["state"] != "alive" for e in entries):
         print(
-            f"(dead: silent for more than {age(consumer_timeout)}, see "
-            "--consumer-timeout; a live worker's custodian recovers their jobs)"
+            "(silent: its facts are overdue, its counts are as it last reported; dead: no "
+            f"heartbeat for {age(consumer_timeout)}, see --consumer-timeout)"
         )
+
+
+def _state(entry: dict[str, Any]) -> str:
+    if entry["state"] == "alive":
+        return "alive"
+    return f"{entry['state']}: silent for {age(entry['silent_for'])}"
+
+
+def _ago(when: float | None, entry: dict[str, Any]) -> str:
+    return "-" if when is None else relative(when, _now(entry))
+
+
+def _now(entry: dict[str, Any]) -> float:
+    """The server's time when the report was read: its recovery time is ``recover_in``
+    seconds ahead of it (so the ages shown do not depend on this machine's clock)."""
+    return float(entry["recover_at"] - entry["recover_in"])
+
+
+def _recovery(entry: dict[str, Any]) -> str:
+    jobs = f"{entry['in_flight']} job(s) in flight, to be recovered"
+    if entry["recover_in"] <= 0:
+        due = age(-entry["recover_in"])
+        return f"{jobs} at a live worker's custodian's next pass (due {due} ago)"
+    return f"{jobs} at {local_time(entry['recover_at'])} (in {age(entry['recover_in'])})"

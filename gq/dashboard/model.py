@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from gq import job as jobs
 from gq.describe import TaskView, describe
-from gq.queue import flow_report, snapshot
+from gq.queue import consumer_report, flow_report, snapshot
 from gq.store.admin import QueueAdmin
 
 Entry = tuple[str, float, Optional[bytes]]
@@ -37,6 +37,10 @@ FACT_TYPES: dict[str, tuple[type, ...]] = {
     "updated_at": (int, float),
 }
 
+# What a consumer's entry carries over from gq.queue.consumer_report.
+CONSUMER_FIELDS = ("id", "state", "alive", "silent", "silent_for", "in_flight", "updated_at",
+                   "recover_at", "recover_in")  # fmt: skip
+
 
 def summary(rq: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
     """Counts by state, consumers alive and dead, and how long the next job has waited
@@ -52,23 +56,21 @@ def flow(rq: QueueAdmin) -> dict[str, Any]:
 
 
 def consumers(rq: QueueAdmin, consumer_timeout: float) -> list[dict[str, Any]]:
-    """Every registered consumer with its facts (``reported`` False when it wrote none),
-    newest first."""
-    found = list(reversed(rq.consumers()))
-    now = rq.server_time()
-    facts = rq.consumer_facts([consumer_id for consumer_id, _, _ in found])
-    return [
-        {
-            "id": consumer_id,
-            "last_heartbeat": seen,
-            "seconds_since_heartbeat": round(max(0.0, now - seen), 3),
-            "in_flight": inflight,
-            "alive": now - seen <= consumer_timeout,
-            "reported": fact is not None,
-            "facts": clean_facts(fact or {}),
-        }
-        for (consumer_id, seen, inflight), fact in zip(found, facts)
-    ]
+    """Every registered consumer, newest first, as gq.queue.consumer_report tells it (its
+    state, how long it has been silent, when its jobs in flight may be recovered), with its
+    facts cleaned (``reported`` False when it wrote none)."""
+    return [_consumer(entry) for entry in reversed(consumer_report(rq, consumer_timeout))]
+
+
+def _consumer(entry: dict[str, Any]) -> dict[str, Any]:
+    shown = {name: entry[name] for name in CONSUMER_FIELDS}
+    facts = entry["facts"]
+    return {
+        **shown,
+        "last_heartbeat": entry["heartbeat_at"],
+        "reported": facts is not None,
+        "facts": clean_facts(facts or {}),
+    }
 
 
 def clean_facts(raw: dict[str, Any]) -> dict[str, Any]:
