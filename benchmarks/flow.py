@@ -50,7 +50,7 @@ from gqbench import PYTHON, delete_queue, prefill, strip
 from metrics_cost import old_tree
 
 import gq
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
 
 CONCURRENCY = 100
 LOOSE = {"rate": (10_000_000, 1.0), "concurrency": 1_000_000}  # never binds

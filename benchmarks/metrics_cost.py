@@ -45,10 +45,10 @@ from gqbench import delete_queue, gq_drain, prefill, strip
 import gq
 from gq import job as jobs
 from gq import metrics
-from gq.facts import Reporter
 from gq.options import ConsumerOptions
-from gq.recorder import Recorder
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.worker.facts import Reporter
+from gq.worker.recorder import Recorder
 
 CONCURRENCY = 100
 BUFFER = 100

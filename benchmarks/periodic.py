@@ -31,7 +31,7 @@ def one_run(url: str, n: int) -> dict[str, float]:
     import redis
 
     from gq import job as jobs
-    from gq.redis_queue import PeriodicOccurrence, RedisQueue
+    from gq.store.jobs import PeriodicOccurrence, RedisQueue
 
     queue = f"bench-periodic-{uuid.uuid4().hex[:8]}"
     rq = RedisQueue(redis.Redis.from_url(url), queue)

@@ -7,7 +7,6 @@ import logging as _logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gq.consumer import Consumer
     from gq.errors import (
         AckJobError,
         ConfigurationError,
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from gq.periodic import Periodic
     from gq.producer import Producer
     from gq.queue import Queue
+    from gq.worker.consumer import Consumer
 
 __version__ = "0.1.0"
 
@@ -58,7 +58,7 @@ __all__ = [
 # The public names are imported on first use (PEP 562): `import gq.cli.worker` must import
 # neither redis nor ssl, because gq-worker monkey-patches before they are imported.
 _MODULES = {
-    "Consumer": "gq.consumer",
+    "Consumer": "gq.worker.consumer",
     "Producer": "gq.producer",
     "Job": "gq.job",
     "ConsumerOptions": "gq.options",

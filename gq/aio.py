@@ -18,14 +18,6 @@ import redis.asyncio
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from gq.connection import (
-    CLUSTER_SCHEMES,
-    FAKEREDIS_SCHEME,
-    SCHEMES_HELP,
-    SENTINEL_SCHEMES,
-    embedded_server,
-    redact_url,
-)
 from gq.errors import ConfigurationError
 from gq.job import JobLike
 from gq.producer import (
@@ -36,7 +28,15 @@ from gq.producer import (
     all_stored_or_raise,
     stored_or_raise,
 )
-from gq.redis_async import AsyncRedisQueue
+from gq.store.aio import AsyncRedisQueue
+from gq.store.connection import (
+    CLUSTER_SCHEMES,
+    FAKEREDIS_SCHEME,
+    SCHEMES_HELP,
+    SENTINEL_SCHEMES,
+    embedded_server,
+    redact_url,
+)
 
 __all__ = ["Producer", "client_from_url"]
 
@@ -123,7 +123,7 @@ def _check_asyncio_client(client: Any) -> None:
 
 def client_from_url(url: str | None) -> Any:
     """A ``redis.asyncio`` client for ``url``, with redis-py's retries off as in
-    ``gq.connection`` (gq's callers decide about failures: a retried push would report
+    ``gq.store.connection`` (gq's callers decide about failures: a retried push would report
     the job's own id as a duplicate). The pool of a single-host URL waits, rather than
     fails, when full; cluster and sentinel pools are unbounded, as for ``gq.Producer``."""
     if not isinstance(url, str) or not url:
@@ -150,8 +150,8 @@ def client_from_url(url: str | None) -> Any:
 
 
 def _topology_client(url: str, scheme: str) -> Any:
-    """redis.asyncio's cluster or sentinel client for gq's URL forms (``gq.topology``)."""
-    from gq import topology
+    """redis.asyncio's cluster or sentinel client for gq's URL forms (``gq.store.topology``)."""
+    from gq.store import topology
 
     try:
         if scheme in CLUSTER_SCHEMES:

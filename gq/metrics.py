@@ -32,14 +32,14 @@ from gq import job as jobs
 from gq.errors import GQError
 from gq.job import Job
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
-from gq.recorder import OUTCOMES, Recorder
-from gq.redis_admin import QueueAdmin, registered_queues
 from gq.serving import serve_wsgi
+from gq.store.admin import QueueAdmin, registered_queues
+from gq.worker.recorder import OUTCOMES, Recorder
 
 if TYPE_CHECKING:
     from gevent.pywsgi import WSGIServer
 
-    from gq.consumer import Consumer
+    from gq.worker.consumer import Consumer
 
 log = logging.getLogger("gq.metrics")
 
@@ -407,7 +407,7 @@ def queue_metrics_registry(
     client or a URL; ``queues`` None: the queues in the registry, at each scrape)."""
     client = client_or_url
     if isinstance(client_or_url, str):
-        from gq.connection import client_from_url
+        from gq.store.connection import client_from_url
 
         client = client_from_url(client_or_url, socket_timeout=5.0, socket_connect_timeout=5.0)
     registry = prometheus().CollectorRegistry(auto_describe=False)

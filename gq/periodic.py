@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Union
 from gq.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from gq.redis_admin import QueueAdmin
+    from gq.store.admin import QueueAdmin
 
 # A name goes into job ids (periodic:<name>:<occurrence>) and log lines: printable, no spaces.
 _NAME = re.compile(r"^[^\s\x00-\x1f\x7f]{1,200}$")

@@ -11,10 +11,10 @@ from typing import Any, Union
 import redis
 
 from gq import job as jobs
-from gq._config import check_queue_name, resolve_client
 from gq.errors import ConfigurationError, JobAlreadyExistsError, MessageTooLargeError
 from gq.job import Job, JobLike
-from gq.redis_queue import RedisQueue
+from gq.store.config import check_queue_name, resolve_client
+from gq.store.jobs import RedisQueue
 
 #: Default ``max_message_bytes``: far above ordinary job payloads, far below what would
 #: stall a single-threaded Redis while a script copies the message (docs/decisions.md).

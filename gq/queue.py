@@ -1,7 +1,7 @@
 """``gq.Queue``: an operator's handle on one queue (SPEC section 9): pause and resume it,
 set its global rate and concurrency limits, cancel jobs, read its numbers.
 
-The settings live in Redis (gq's own keys, gq/keys.py), so every consumer and every
+The settings live in Redis (gq's own keys, gq/store/keys.py), so every consumer and every
 operator sees the same ones and a change takes effect at the consumers' next fetch,
 without a restart. curlyq consumers on the same queue do not know them.
 
@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from gq import job as jobs
-from gq._config import resolve_client
 from gq.errors import ConfigurationError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
-from gq.redis_admin import FlowState, QueueAdmin
+from gq.store.admin import FlowState, QueueAdmin
+from gq.store.config import resolve_client
 
 Rate = tuple[int, float]
 

@@ -27,7 +27,7 @@ import redis.asyncio
 import gq
 import gq.aio
 from gq import job as jobs
-from gq.keys import QueueKeys
+from gq.store.keys import QueueKeys
 
 Case = Callable[[str, str], Awaitable[None]]
 CASES: dict[str, Case] = {}
@@ -259,7 +259,7 @@ async def topology_url(url: str, queue: str) -> None:
 
 
 def _sync_client(url: str) -> redis.Redis:
-    from gq.connection import client_from_url
+    from gq.store.connection import client_from_url
 
     return client_from_url(url)  # type: ignore[no-any-return]
 

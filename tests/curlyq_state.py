@@ -15,7 +15,7 @@ import redis
 
 from gq import job as jobs
 from gq.job import Job
-from gq.keys import QueueKeys
+from gq.store.keys import QueueKeys
 
 
 def create_jobs(count: int, attempt: int) -> list[Job]:

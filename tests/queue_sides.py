@@ -1,10 +1,10 @@
 """A queue handle with both sides of the Redis boundary, for tests that drive a queue as
-a worker or producer (gq.redis_queue) and inspect it as an operator (gq.redis_admin)."""
+a worker or producer (gq.store.jobs) and inspect it as an operator (gq.store.admin)."""
 
 from __future__ import annotations
 
-from gq.redis_admin import QueueAdmin
-from gq.redis_queue import RedisQueue
+from gq.store.admin import QueueAdmin
+from gq.store.jobs import RedisQueue
 
 
 class BothSides(RedisQueue, QueueAdmin):

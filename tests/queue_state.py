@@ -12,7 +12,7 @@ import redis
 
 from gq import job as jobs
 from gq.job import Job
-from gq.keys import QueueKeys
+from gq.store.keys import QueueKeys
 
 
 def enqueue_raw(client: redis.Redis, queue: str, items: Iterable[Job]) -> list[str]:

@@ -262,7 +262,7 @@ def test_facts_history_registry_and_queue_gauges_on_a_cluster(cluster: Cluster) 
     from prometheus_client import generate_latest
 
     from gq import metrics
-    from gq.keys import REGISTRY
+    from gq.store.keys import REGISTRY
     from tests.metrics_support import parse, value
 
     queue = "{" + unique("facts") + "}"

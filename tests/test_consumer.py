@@ -28,7 +28,6 @@ from gevent.queue import Queue
 from redis.commands.core import Script
 
 import gq
-from gq.connection import client_from_url
 from gq.errors import (
     AckJobError,
     ConfigurationError,
@@ -38,7 +37,8 @@ from gq.errors import (
     ShutdownTimeoutError,
 )
 from gq.job import Job
-from gq.keys import QueueKeys
+from gq.store.connection import client_from_url
+from gq.store.keys import QueueKeys
 from tests.curlyq_state import (
     assign_jobs,
     create_jobs,

@@ -12,8 +12,8 @@ import gq
 from gq.dashboard import chart, model
 from gq.dashboard.http import Request
 from gq.dashboard.security import BasicAuth, Csrf, host_allowed, is_loopback
-from gq.keys import QUEUE_REGISTRY
-from gq.redis_admin import registered_queues
+from gq.store.admin import registered_queues
+from gq.store.keys import QUEUE_REGISTRY
 from tests.dashboard_support import make_dead, write_facts, write_history
 from tests.helpers import Backend
 from tests.queue_sides import BothSides

@@ -17,10 +17,10 @@ import pytest
 import redis
 
 import gq
-from gq.facts import HISTORY_TTL, Reporter
-from gq.keys import REGISTRY
 from gq.options import ConsumerOptions
-from gq.recorder import HISTORY_SECONDS, Recorder
+from gq.store.keys import REGISTRY
+from gq.worker.facts import HISTORY_TTL, Reporter
+from gq.worker.recorder import HISTORY_SECONDS, Recorder
 from tests.cli_support import ADMIN, env_for, run
 from tests.helpers import Backend, RedisServer, delete_keys, wait_until
 from tests.queue_sides import BothSides

@@ -11,8 +11,8 @@ import pytest
 from gevent.event import Event
 
 import gq
-from gq.keys import QueueKeys
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.store.keys import QueueKeys
 from tests.helpers import Backend, RedisServer, delete_keys, stays_true, wait_until
 
 

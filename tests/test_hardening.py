@@ -13,8 +13,8 @@ import msgpack
 import pytest
 
 import gq
-from gq.keys import QueueKeys
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.store.keys import QueueKeys
 from tests import queue_state as state
 from tests.helpers import wait_until
 

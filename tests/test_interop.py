@@ -25,7 +25,7 @@ import redis
 
 import gq
 from gq import job as jobs
-from gq.keys import QueueKeys
+from gq.store.keys import QueueKeys
 from tests.cli_support import ADMIN, WORKER, env_for, run
 from tests.helpers import RedisServer, start_redis_server, stop_process, wait_until
 from tests.interop.golang import Curlyq, GoConsumer, build

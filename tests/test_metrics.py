@@ -19,9 +19,9 @@ import gq
 from gq import job as jobs
 from gq import metrics
 from gq.cli import admin_cmd, worker_cmd
-from gq.keys import REGISTRY
-from gq.recorder import OUTCOMES
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.store.keys import REGISTRY
+from gq.worker.recorder import OUTCOMES
 from tests.cli_support import ADMIN, Worker, env_for, log_lines
 from tests.helpers import Backend, RedisServer, delete_keys, free_port, stop_process, wait_until
 from tests.metrics_support import answers, fetch, parse, scrape, value
@@ -62,7 +62,7 @@ def test_a_worker_serves_its_counters_histograms_and_process_metrics(
     tmp_path: Path, redis_server: RedisServer, queue: str
 ) -> None:
     port = free_port()
-    # The worker runs gevent's monitor thread (gq.watchdog); report a hub blocked 50 ms.
+    # The worker runs gevent's monitor thread (gq.worker.watchdog); report a hub blocked 50 ms.
     worker = start_worker(tmp_path, redis_server, queue, port, "--hub-block-warning", "0.05")
     try:
         wait_until(lambda: answers(port), 15, message="the metrics server")

@@ -17,7 +17,7 @@ import gq
 from gq import job as jobs
 from gq.backoff import backoff
 from gq.job import Job
-from gq.keys import QueueKeys
+from gq.store.keys import QueueKeys
 from tests.curlyq_state import register_consumer, server_now, stored_job, texts
 from tests.helpers import Backend
 

@@ -22,10 +22,10 @@ from fakeredis.commands_mixins import server_mixin
 
 import gq
 from gq import job as jobs
-from gq import periodic_runner
 from gq.periodic import Periodic, describe
-from gq.periodic_runner import PeriodicRunner
-from gq.redis_queue import PeriodicOccurrence
+from gq.store.jobs import PeriodicOccurrence
+from gq.worker import periodic_runner
+from gq.worker.periodic_runner import PeriodicRunner
 from tests.cli_support import ADMIN, WORKER, Worker, closed_port_url, env_for, run
 from tests.helpers import Backend, FakeBackend, RedisServer, delete_keys, wait_until
 from tests.queue_sides import BothSides

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import gq
-from gq.keys import QueueKeys
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.store.keys import QueueKeys
 from tests import queue_state as state
 
 
@@ -228,6 +228,6 @@ def test_a_consumer_without_monkey_patching_fails_at_once_saying_how_to_fix_it()
     ],
 )
 def test_credentials_are_hidden_wherever_a_url_is_shown(url, shown):
-    from gq.connection import redact_url
+    from gq.store.connection import redact_url
 
     assert redact_url(url) == shown

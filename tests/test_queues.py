@@ -12,7 +12,7 @@ from gevent.event import Event
 
 import gq
 from gq.cli.common import queue_specs
-from gq.keys import QueueKeys
+from gq.store.keys import QueueKeys
 from tests import queue_state as state
 from tests.helpers import Backend, wait_until
 

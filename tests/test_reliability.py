@@ -15,9 +15,9 @@ from gevent.event import Event
 
 import gq
 from gq import job as jobs
-from gq.acker import persist
-from gq.keys import QueueKeys
-from gq.loops import ThreadHeartbeat
+from gq.store.keys import QueueKeys
+from gq.worker.acker import persist
+from gq.worker.loops import ThreadHeartbeat
 from tests import queue_state as state
 from tests.helpers import Backend, stays_true, wait_until
 from tests.queue_sides import BothSides

@@ -9,8 +9,8 @@ import redis
 
 import gq
 from gq import scripts
-from gq.keys import QueueKeys
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.store.keys import QueueKeys
 from tests import queue_state as state
 
 SCRIPT_DIR = resources.files("gq.scripts")

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import gq
-from gq.connection import client_from_url
+from gq.store.connection import client_from_url
 from tests.cli_support import ADMIN, WORKER, env_for, run
 from tests.helpers import wait_until
 from tests.queue_sides import BothSides

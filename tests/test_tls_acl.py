@@ -16,7 +16,7 @@ import redis
 
 import gq
 from gq import job as jobs
-from gq.connection import client_from_url, redact_url
+from gq.store.connection import client_from_url, redact_url
 from tests.cli_support import ADMIN, WORKER, env_for, run
 from tests.helpers import wait_until
 from tests.queue_sides import BothSides

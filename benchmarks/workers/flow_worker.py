@@ -18,7 +18,7 @@ import time  # noqa: E402
 import gevent  # noqa: E402
 
 import gq  # noqa: E402
-from gq.redis_queue import RedisQueue  # noqa: E402
+from gq.store.jobs import RedisQueue  # noqa: E402
 
 FETCHES: list[tuple[float, float, int]] = []
 _fetch = RedisQueue.fetch

@@ -20,7 +20,11 @@ import gevent  # noqa: E402
 from probe import Probe  # noqa: E402
 
 import gq  # noqa: E402
-from gq import watchdog  # noqa: E402
+
+try:  # `--before REV` runs this file on a gq older than the gq/worker/ layout
+    from gq.worker import watchdog  # noqa: E402
+except ImportError:
+    from gq import watchdog  # type: ignore[no-redef]  # noqa: E402
 
 if os.environ.get("BENCH_NO_WATCHDOG"):  # gevent's monitor thread (and its tracer) off
     watchdog.enable = lambda hub_block_warning: False  # type: ignore[assignment]

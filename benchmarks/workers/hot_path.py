@@ -17,9 +17,14 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 from gq import job as jobs  # noqa: E402
-from gq.keys import QueueKeys  # noqa: E402
 from gq.options import ConsumerOptions  # noqa: E402
-from gq.processor import Processor  # noqa: E402
+
+try:  # run on an older gq (before the gq/worker/ and gq/store/ layout) for "before"
+    from gq.store.keys import QueueKeys
+    from gq.worker.processor import Processor
+except ImportError:
+    from gq.keys import QueueKeys  # type: ignore[no-redef]
+    from gq.processor import Processor  # type: ignore[no-redef]
 
 N = 20_000
 BATCH = 100  # jobs per acknowledgement batch

@@ -34,7 +34,7 @@ from gq.cli.common import (
     unix_time,
 )
 from gq.cli.logs import scrub, url_secrets
-from gq.redis_admin import QueueAdmin
+from gq.store.admin import QueueAdmin
 
 DESCRIPTION = """\
 The gq operator's tool: look at a queue, enqueue from the shell, retry or delete dead

@@ -13,11 +13,11 @@ import redis
 
 from gq.cli import ENV_QUEUE, ENV_URL, EXIT_UNREACHABLE, EXIT_USAGE
 from gq.cli.logs import scrub, url_secrets
-from gq.connection import DEFAULT_URL, client_from_url, redact_url
 from gq.errors import ConfigurationError, PermissionDeniedError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
-from gq.redis_admin import QueueAdmin
-from gq.redis_base import ScriptedQueue
+from gq.store.admin import QueueAdmin
+from gq.store.base import ScriptedQueue
+from gq.store.connection import DEFAULT_URL, client_from_url, redact_url
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")

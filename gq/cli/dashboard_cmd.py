@@ -13,8 +13,8 @@ from typing import Any
 
 from gq.cli import EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError, Parser, add_consumer_timeout_flag, add_url_flag, duration
-from gq.connection import client_from_url, redact_url
 from gq.serving import serve_wsgi, stop_signals
+from gq.store.connection import client_from_url, redact_url
 
 ENV_AUTH = "GQ_DASHBOARD_AUTH"  # the same name as gq.dashboard.ENV_AUTH (not imported: Jinja2)
 # Connections served at once; gevent's default is unbounded.
@@ -131,7 +131,7 @@ def _build_app(args: argparse.Namespace, auth: str | None) -> Any:
 def _connect(args: argparse.Namespace) -> Any:
     """A client of the Redis at --url, which has answered (exit 3 if it does not)."""
     from gq.cli.common import unreachable
-    from gq.redis_admin import QueueAdmin
+    from gq.store.admin import QueueAdmin
 
     client = client_from_url(args.url, socket_connect_timeout=5.0, socket_timeout=10.0)
     problem = unreachable(QueueAdmin(client, "gq-dashboard"), args.url)

@@ -23,9 +23,9 @@ from gq.cli.common import (
     queue_on,
     unreachable,
 )
-from gq.connection import FAKEREDIS_SCHEME, client_from_url, redact_url
-from gq.redis_admin import QueueAdmin
-from gq.redis_base import MAX_BATCH
+from gq.store.admin import QueueAdmin
+from gq.store.base import MAX_BATCH
+from gq.store.connection import FAKEREDIS_SCHEME, client_from_url, redact_url
 
 EMBEDDED_URL = f"{FAKEREDIS_SCHEME}://"
 DEFAULT_JOBS = 10_000

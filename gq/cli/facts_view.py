@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from gq.redis_admin import QueueAdmin
+from gq.store.admin import QueueAdmin
 
 HEADERS = ("HOST", "PID", "VERSION", "RUNNING", "DONE", "RSS", "CPU")
 # The facts copied into `gq consumers --json` (null when the consumer has none).

@@ -13,7 +13,7 @@ from typing import Any
 from gq.cli import EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError, duration
 from gq.queue import Queue, flow_report
-from gq.redis_admin import QueueAdmin
+from gq.store.admin import QueueAdmin
 
 _RATE = re.compile(r"^\s*([0-9]+)\s*/\s*(\S+)\s*$")
 _NO_JOBS = "(to stop every consumer, pause the queue: gq pause)"

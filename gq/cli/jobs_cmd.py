@@ -24,8 +24,8 @@ from gq.cli.formatting import (
 )
 from gq.errors import JobAlreadyExistsError
 from gq.producer import Producer
-from gq.redis_admin import QueueAdmin
-from gq.redis_base import MAX_BATCH
+from gq.store.admin import QueueAdmin
+from gq.store.base import MAX_BATCH
 
 Entries = list[tuple[str, float, Optional[bytes]]]
 Operation = Callable[[Sequence[str]], list[bool]]

@@ -19,9 +19,9 @@ from gq.cli.common import (
     queue_on,
 )
 from gq.cli.logs import scrub, url_secrets
-from gq.connection import redact_url
-from gq.redis_admin import registered_queues
 from gq.serving import stop_signals
+from gq.store.admin import registered_queues
+from gq.store.connection import redact_url
 
 log = logging.getLogger("gq.worker")
 

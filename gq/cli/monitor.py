@@ -10,8 +10,8 @@ import time
 import gevent
 import redis
 
-from gq.consumer import Consumer
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.worker.consumer import Consumer
 
 log = logging.getLogger("gq.worker")
 

@@ -14,7 +14,7 @@ from gq.cli.common import CliError
 from gq.cli.formatting import local_time, print_json_lines, relative, table
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic, ScheduleInfo, check_schedule, describe
-from gq.redis_admin import QueueAdmin
+from gq.store.admin import QueueAdmin
 
 # -- gq-worker --periodic ----------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any
 from gq.cli import EXIT_OK, facts_view, flow_cmd
 from gq.cli.formatting import age, local_time, print_json_lines, relative, table
 from gq.queue import stats as queue_stats
-from gq.redis_admin import QueueAdmin
+from gq.store.admin import QueueAdmin
 
 
 def stats(args: argparse.Namespace, rq: QueueAdmin) -> int:

@@ -35,8 +35,8 @@ import psutil
 
 from gq.cli import EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError
-from gq.consumer import Consumer
-from gq.processor import Handler
+from gq.worker.consumer import Consumer
+from gq.worker.processor import Handler
 
 log = logging.getLogger("gq.worker.child")
 

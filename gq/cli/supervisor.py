@@ -48,9 +48,9 @@ from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE, logs
 from gq.cli.common import CliError, open_queue, positive_int, queue_specs
 from gq.cli.options import consumer_options
 from gq.cli.supervised import EXIT_RECYCLE, STOP_SIGNALS
-from gq.connection import redact_url
 from gq.errors import ConfigurationError
 from gq.options import ConsumerOptions
+from gq.store.connection import redact_url
 
 log = logging.getLogger("gq.supervisor")
 

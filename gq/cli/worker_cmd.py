@@ -36,11 +36,11 @@ from gq.cli.options import add_option_flags, consumer_options
 from gq.cli.periodic_cmd import add_worker_flag, load_schedules
 from gq.cli.supervised import Child, check_flags, child_for  # a child of --processes
 from gq.cli.supervisor import add_flags as add_process_flags
-from gq.connection import redact_url
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic
-from gq.redis_base import ScriptedQueue
-from gq.redis_queue import RedisQueue
+from gq.store.base import ScriptedQueue
+from gq.store.connection import redact_url
+from gq.store.jobs import RedisQueue
 
 log = logging.getLogger("gq.worker")
 

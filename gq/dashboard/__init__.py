@@ -57,6 +57,6 @@ def app(
 
 
 def _client(url: str | None) -> Any:
-    from gq.connection import DEFAULT_URL, client_from_url
+    from gq.store.connection import DEFAULT_URL, client_from_url
 
     return client_from_url(url or DEFAULT_URL)

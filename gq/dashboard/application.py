@@ -29,7 +29,7 @@ from gq.dashboard.security import (
 )
 from gq.errors import ConfigurationError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
-from gq.redis_admin import QueueAdmin, registered_queues
+from gq.store.admin import QueueAdmin, registered_queues
 
 log = logging.getLogger("gq.dashboard")
 

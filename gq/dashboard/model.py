@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from gq import job as jobs
 from gq.queue import flow_report, snapshot
-from gq.redis_admin import QueueAdmin
+from gq.store.admin import QueueAdmin
 
 Entry = tuple[str, float, Optional[bytes]]
 

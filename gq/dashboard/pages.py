@@ -9,8 +9,8 @@ from urllib.parse import quote
 
 from gq.dashboard import chart, model
 from gq.dashboard.http import HTTPError, Request, Response, json_response, redirect, text_response
-from gq.redis_admin import QueueAdmin
-from gq.redis_base import MAX_BATCH
+from gq.store.admin import QueueAdmin
+from gq.store.base import MAX_BATCH
 
 if TYPE_CHECKING:
     from gq.dashboard.application import Dashboard

@@ -17,7 +17,7 @@ from typing import Callable
 
 from gq import job as jobs
 from gq.periodic import Periodic
-from gq.redis_queue import PeriodicOccurrence, PeriodicReply, RedisQueue
+from gq.store.jobs import PeriodicOccurrence, PeriodicReply, RedisQueue
 
 log = logging.getLogger("gq.periodic")
 

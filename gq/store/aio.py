@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from gq import scripts
-from gq.keys import QueueKeys
-from gq.redis_base import check_client, flags, full_queue_errors, push_batches, schedule_batches
+from gq.store.base import check_client, flags, full_queue_errors, push_batches, schedule_batches
+from gq.store.keys import QueueKeys
 
 
 class AsyncRedisQueue:

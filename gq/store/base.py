@@ -3,8 +3,8 @@ errors are read (refusals, permissions, a full server), and ``ScriptedQueue``, w
 gq's Lua scripts (SPEC section 4) on one queue's keys.
 
 The boundary has three sides, one module each: the worker's and producer's operations
-(``gq.redis_queue``), the operator's (``gq.redis_admin``) and the asyncio producer's
-(``gq.redis_async``). Everything above them works with ids, messages and numbers; nothing
+(``gq.store.jobs``), the operator's (``gq.store.admin``) and the asyncio producer's
+(``gq.store.aio``). Everything above them works with ids, messages and numbers; nothing
 above them builds a key or a Redis command.
 """
 
@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 import redis
 from redis.commands.core import Script
 
-from gq import scripts, topology
+from gq import scripts
 from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError
-from gq.keys import QueueKeys
+from gq.store import topology
+from gq.store.keys import QueueKeys
 
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
 # batches are split into several calls sent in one pipeline.

@@ -1,6 +1,6 @@
 """Clients for Redis Cluster and Redis Sentinel URLs, and the hash-tag rule of a cluster.
 
-URL forms (see ``gq.connection``)::
+URL forms (see ``gq.store.connection``)::
 
     redis+cluster://[user:password@]host:port[,host:port...]/[?query]
     redis+sentinel://[user:password@]host:port[,host:port...]/service[/db][?query]

@@ -1,5 +1,5 @@
 """Running handlers: the local buffer, the handler pool, and the outcome of each job
-(done, retried, killed, cancelled, rate limited). Acknowledgements are gq/acker.py's.
+(done, retried, killed, cancelled, rate limited). Acknowledgements are gq/worker/acker.py's.
 
 A job is acknowledged only after its handler returned (at-least-once): running a job
 twice is better than losing it.
@@ -18,8 +18,6 @@ from gevent.event import Event
 from gevent.queue import Queue
 
 from gq import job as jobs
-from gq import watchdog
-from gq.acker import Acker, not_owned, persist
 from gq.backoff import backoff
 from gq.errors import (
     AckJobError,
@@ -32,8 +30,10 @@ from gq.errors import (
 )
 from gq.job import Job
 from gq.options import ConsumerOptions
-from gq.recorder import Recorder
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.worker import watchdog
+from gq.worker.acker import Acker, not_owned, persist
+from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.processor")
 
@@ -345,7 +345,7 @@ class Processor:
             self.recorders[job.queue].failed("rate_limited")
 
     def _run_with_timeout(self, job: Job, timeout: float) -> None:
-        # The gevent.Timeout stops a handler that waits; the deadline lets gq.watchdog stop
+        # The gevent.Timeout stops a handler that waits; the deadline lets gq.worker.watchdog stop
         # one that never yields. Both raise inside execute's try, so either way the
         # attempt fails like any other.
         worker = gevent.getcurrent()

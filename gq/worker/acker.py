@@ -22,8 +22,8 @@ from gq.backoff import backoff
 from gq.errors import AckJobError, GQError
 from gq.job import Job
 from gq.options import ConsumerOptions
-from gq.redis_base import MAX_BATCH, is_refusal
-from gq.redis_queue import RedisQueue
+from gq.store.base import MAX_BATCH, is_refusal
+from gq.store.jobs import RedisQueue
 
 log = logging.getLogger("gq.acker")
 

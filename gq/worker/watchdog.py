@@ -16,7 +16,7 @@ as the same ``EventLoopBlocked`` event (gq.metrics counts them). From the event:
   the hub is held. The attempt then fails as any timed-out attempt does.
 
 C code that holds the main thread without running Python (a long C call) cannot be
-interrupted this way; the thread heartbeat (gq.loops.ThreadHeartbeat) then gives up after
+interrupted this way; the thread heartbeat (gq.worker.loops.ThreadHeartbeat) then gives up after
 ``custodian_consumer_timeout`` so that the lease ends and the jobs are recovered.
 """
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from gq import job as jobs
 from gq.job import Job, MessageDecodeError
 from gq.options import AUTO, ConsumerOptions
-from gq.processor import Processor
-from gq.redis_base import MAX_BATCH
-from gq.redis_queue import Fetched, RedisQueue, signalled, wait_for_any_signal
+from gq.store.base import MAX_BATCH
+from gq.store.jobs import Fetched, RedisQueue, signalled, wait_for_any_signal
+from gq.worker.processor import Processor
 
 log = logging.getLogger("gq.poller")
 

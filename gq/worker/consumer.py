@@ -1,6 +1,6 @@
 """The Consumer: five greenlets (poller, processor, heartbeat, scheduler, custodian) around
 one Redis connection pool, the run, the stop order and the signals (SPEC section 5). What
-to fetch and when is gq/poller.py's; running handlers is gq/processor.py's."""
+to fetch and when is gq/worker/poller.py's; running handlers is gq/worker/processor.py's."""
 
 from __future__ import annotations
 
@@ -16,18 +16,18 @@ import redis
 from gevent.event import Event
 
 from gq import job as jobs
-from gq import watchdog
-from gq._config import check_queue_name, resolve_client
 from gq.errors import ConfigurationError, GQError, ShutdownTimeoutError
-from gq.facts import Reporter
-from gq.loops import Loop, ThreadHeartbeat
 from gq.options import ConsumerOptions
 from gq.periodic import check_schedule
-from gq.periodic_runner import PeriodicRunner
-from gq.poller import Poller, Source
-from gq.processor import Handler, Processor, Stats
-from gq.recorder import Recorder
-from gq.redis_queue import DEAD_TRIM_BATCH, RedisQueue
+from gq.store.config import check_queue_name, resolve_client
+from gq.store.jobs import DEAD_TRIM_BATCH, RedisQueue
+from gq.worker import watchdog
+from gq.worker.facts import Reporter
+from gq.worker.loops import Loop, ThreadHeartbeat
+from gq.worker.periodic_runner import PeriodicRunner
+from gq.worker.poller import Poller, Source
+from gq.worker.processor import Handler, Processor, Stats
+from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.consumer")
 

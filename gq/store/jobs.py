@@ -1,6 +1,6 @@
 """The worker's and the producer's side of the Redis boundary: a typed method per Lua
 script of SPEC section 4 (push, fetch, ack, retry, kill, recover...), and the signal
-waits over several queues (SPEC section 9). The operator's side is ``gq.redis_admin``.
+waits over several queues (SPEC section 9). The operator's side is ``gq.store.admin``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any, Optional
 import redis
 from redis.crc import key_slot
 
-from gq.keys import QUEUE_REGISTRY
-from gq.redis_base import (
+from gq.store.base import (
     MAX_BATCH,
     ScriptedQueue,
     as_text,
@@ -27,6 +26,7 @@ from gq.redis_base import (
     push_batches,
     schedule_batches,
 )
+from gq.store.keys import QUEUE_REGISTRY
 
 # How often a consumer on the embedded server (fakeredis) looks for the signal.
 EMBEDDED_POLL = 0.01

@@ -23,8 +23,8 @@ import redis
 
 import gq
 from gq.options import ConsumerOptions
-from gq.recorder import Recorder
-from gq.redis_queue import RedisQueue
+from gq.store.jobs import RedisQueue
+from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.heartbeat")
 

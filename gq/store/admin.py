@@ -1,6 +1,6 @@
 """The operator's side of the Redis boundary (the ``gq`` command, the dashboard, the
 metrics exporter, ``gq.Queue``): counts, listings, moving and deleting jobs, and the
-observability reads. The worker's side is ``gq.redis_queue``.
+observability reads. The worker's side is ``gq.store.jobs``.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gq.keys import QUEUE_REGISTRY
-from gq.redis_base import RedisClient, RedisPipeline, ScriptedQueue, as_text, chunks, optional_int
+from gq.store.base import RedisClient, RedisPipeline, ScriptedQueue, as_text, chunks, optional_int
+from gq.store.keys import QUEUE_REGISTRY
 
 # The most queue names read from the registry (a bound on one SSCAN walk).
 MAX_REGISTERED_QUEUES = 10_000
-# History keys live 25 h after their last write (gq.facts.HISTORY_TTL): the hours to delete.
+# History keys live 25 h after their last write (gq.worker.facts.HISTORY_TTL): the hours to delete.
 HISTORY_KEEP_HOURS = 26
 
 

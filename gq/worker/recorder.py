@@ -3,7 +3,7 @@
 The processor calls the ``Recorder`` of the job's queue at each outcome (a consumer has one
 per queue). This base class is what every consumer has: plain integer counters and
 per-minute counts for the throughput history (SPEC section 10), bumped once per
-acknowledgement batch or per failure, never written to Redis per job (``gq.facts``
+acknowledgement batch or per failure, never written to Redis per job (``gq.worker.facts``
 flushes them with the heartbeat). Its timing hooks do nothing;
 ``gq.metrics.PrometheusRecorder`` overrides them when metrics are on. The processor calls
 them only for the jobs ``gq.job.decode`` picked for the histograms (``Job.sample_weight``),
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from gq.job import Job
 
 if TYPE_CHECKING:
-    from gq.processor import Processor
+    from gq.worker.processor import Processor
 
 #: The outcomes of a job, as ``gq_jobs_total{outcome}`` names them. gq has no cancel or
 #: rate limit yet: those two stay at 0, present so that dashboards and alerts need no

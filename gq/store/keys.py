@@ -102,5 +102,5 @@ class QueueKeys:
 # slot on a Cluster.
 QUEUE_REGISTRY = "gq:queues"
 
-#: The same key under the name gq.metrics and gq.facts use.
+#: The same key under the name gq.metrics and gq.worker.facts use.
 REGISTRY = QUEUE_REGISTRY

@@ -102,7 +102,7 @@ class ThreadHeartbeat:
     timeout): code that holds the hub that long (a C call that cannot be interrupted) also
     holds every job buffered behind it, so the lease must end and other consumers recover
     them. A handler that computes in Python past its ``job_timeout`` is interrupted before
-    that (gq.watchdog).
+    that (gq.worker.watchdog).
     """
 
     def __init__(

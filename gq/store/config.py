@@ -6,8 +6,8 @@ from typing import Any
 
 import redis
 
-from gq.connection import client_from_url
 from gq.errors import ConfigurationError
+from gq.store.connection import client_from_url
 
 
 def check_queue_name(queue: object) -> str:

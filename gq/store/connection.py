@@ -81,7 +81,7 @@ def client_from_url(url: str, **pool_options: Any) -> Any:
     if scheme == FAKEREDIS_SCHEME:
         return _embedded_client(url)
     if scheme in CLUSTER_SCHEMES or scheme in SENTINEL_SCHEMES:
-        from gq import topology  # redis.cluster is only imported when used
+        from gq.store import topology  # redis.cluster is only imported when used
 
         try:
             if scheme in CLUSTER_SCHEMES:
