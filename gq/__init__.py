@@ -7,41 +7,53 @@ import logging as _logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gq.app import App
+    from gq.dispatch import CurrentJob, current_job
     from gq.errors import (
         AckJobError,
         ConfigurationError,
+        EnvelopeError,
         GQError,
         JobAlreadyExistsError,
         JobCancelled,
         JobTimeout,
+        Kill,
         KillJobError,
         MaxBackoffExceededError,
         MessageTooLargeError,
         PermissionDeniedError,
         QueueFullError,
         RateLimited,
+        Retry,
         RetryJobError,
         ShutdownTimeoutError,
+        UnknownTaskError,
     )
     from gq.job import Job
     from gq.options import ConsumerOptions
     from gq.periodic import Periodic
     from gq.producer import Producer
     from gq.queue import Queue
+    from gq.results import Result
+    from gq.task import Signature, Task
     from gq.worker.consumer import Consumer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AckJobError",
+    "App",
     "ConfigurationError",
     "Consumer",
     "ConsumerOptions",
+    "CurrentJob",
+    "EnvelopeError",
     "GQError",
     "Job",
     "JobAlreadyExistsError",
     "JobCancelled",
     "JobTimeout",
+    "Kill",
     "KillJobError",
     "MaxBackoffExceededError",
     "MessageTooLargeError",
@@ -51,8 +63,14 @@ __all__ = [
     "Queue",
     "QueueFullError",
     "RateLimited",
+    "Result",
+    "Retry",
     "RetryJobError",
     "ShutdownTimeoutError",
+    "Signature",
+    "Task",
+    "UnknownTaskError",
+    "current_job",
 ]
 
 # The public names are imported on first use (PEP 562): `import gq.cli.worker` must import
@@ -64,12 +82,18 @@ _MODULES = {
     "ConsumerOptions": "gq.options",
     "Periodic": "gq.periodic",
     "Queue": "gq.queue",
+    "App": "gq.app",
+    "Task": "gq.task",
+    "Signature": "gq.task",
+    "Result": "gq.results",
+    "CurrentJob": "gq.dispatch",
+    "current_job": "gq.dispatch",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name == "aio":  # `import gq` then `gq.aio.Producer`: the asyncio producer
-        return importlib.import_module("gq.aio")
+    if name in ("aio", "testing"):  # `gq.aio.Producer`, `gq.testing.eager(app)`
+        return importlib.import_module(f"gq.{name}")
     if name not in __all__:
         raise AttributeError(f"module 'gq' has no attribute {name!r}")
     value = getattr(importlib.import_module(_MODULES.get(name, "gq.errors")), name)

@@ -101,8 +101,9 @@ class JobCancelled(BaseException):
     cannot swallow it; a handler may catch it to clean up, and should re-raise it.
     """
 
-    def __init__(self, job_id: str) -> None:
+    def __init__(self, job_id: str, queue: str = "") -> None:
         self.job_id = job_id
+        self.queue = queue  # of the job: two queues of one consumer may hold the same id
         super().__init__(f"job {job_id} was cancelled")
 
 
@@ -165,3 +166,37 @@ class PermissionDeniedError(GQError, NoPermissionError):
             f"Redis refused {operation} to this user (ACL; see the rule in docs/deployment.md): "
             f"{cause}"
         )
+
+
+class EnvelopeError(GQError, ValueError):
+    """A task job's Data is not a well-formed envelope (gq/envelope.py, docs/wire.md):
+    the job goes to dead at once with this as its error, since no worker can read it."""
+
+
+class Retry(Exception):
+    """Raised by a task to run its job again: an attempt is charged, and the job runs
+    after ``after`` seconds (the task's backoff when None) while attempts remain, else it
+    goes to dead (SPEC section 14)."""
+
+    def __init__(self, after: float | None = None, reason: str = "") -> None:
+        if after is not None and not after >= 0:
+            raise ValueError(f"Retry(after=...) needs a delay >= 0, not {after!r}")
+        self.after = None if after is None else float(after)
+        super().__init__(reason or ("retry requested" + (f" in {after:g} s" if after else "")))
+
+
+class Kill(Exception):
+    """Raised by a task to send its job to dead at once, with ``reason`` as its error."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = str(reason)
+        super().__init__(self.reason)
+
+
+class UnknownTaskError(GQError):
+    """A task job names a task this worker does not know: an ordinary failure, retried
+    with the backoff (a newer worker of a rolling deploy may know it), then dead."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+        super().__init__(f"unknown task {task}")

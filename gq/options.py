@@ -7,8 +7,10 @@ minimum after construction.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any, Union
@@ -152,6 +154,29 @@ class ConsumerOptions:
     @classmethod
     def names(cls) -> list[str]:
         return [field.name for field in fields(cls)]
+
+    @classmethod
+    def check_names(cls, given: Iterable[str]) -> None:
+        """Raise ConfigurationError naming each unknown option and the one meant."""
+        names = cls.names()
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            hints = [f"{name}{_hint(name, names)}" for name in unknown]
+            raise ConfigurationError(f"unknown consumer option(s): {', '.join(hints)}")
+
+
+#: The short names users of other queues (and gq-worker's flags) reach for first.
+SHORT_NAMES = {
+    "concurrency": "processor_concurrency",
+    "buffer_size": "poller_buffer_size",
+    "grace_period": "shutdown_grace_period",
+}
+
+
+def _hint(name: str, names: list[str]) -> str:
+    key = name.lstrip("-").replace("-", "_")
+    meant = SHORT_NAMES.get(key) or next(iter(difflib.get_close_matches(key, names, 1)), None)
+    return f" (did you mean {meant}?)" if meant else ""
 
 
 def _seconds(name: str, value: Any, *, optional: bool) -> Any:

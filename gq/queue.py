@@ -95,6 +95,64 @@ class Queue:
         next job and how long it has been ready, and the flow settings."""
         return stats(self._admin, consumer_timeout)
 
+    def consumers(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> list[dict[str, Any]]:
+        """Every registered consumer, least recently seen first, as an operator should
+        see it during an incident: whether it is silent and for how long, its jobs in
+        flight and when a custodian may recover them (``consumer_report``)."""
+        return consumer_report(self._admin, consumer_timeout)
+
+
+def consumer_report(admin: QueueAdmin, consumer_timeout: float) -> list[dict[str, Any]]:
+    """One dict per registered consumer of ``admin``'s queue, least recently seen first:
+    ``id``, ``in_flight``, ``heartbeat_at`` (server time of its last heartbeat),
+    ``updated_at`` (of its last facts, None without), ``silent_for`` (s since the later of
+    the two), ``silent`` (past two report intervals and SILENT_SLACK; without facts, as
+    curlyq's, past ``consumer_timeout``), ``recover_at`` (when a custodian may take its jobs
+    back: the heartbeat plus the lease its facts state, else ``consumer_timeout``) and
+    ``facts`` (None without). Three round trips, whatever the number of consumers."""
+    found = admin.consumers()
+    facts = admin.consumer_facts([consumer_id for consumer_id, _, _ in found])
+    now = admin.server_time()
+    return [_consumer_entry(now, consumer_timeout, *row, fact) for row, fact in zip(found, facts)]
+
+
+#: Beyond two report intervals, how late a consumer's facts may be before it is "silent"
+#: (a round trip, a busy hub).
+SILENT_SLACK = 2.0
+
+
+def _consumer_entry(
+    now: float,
+    timeout: float,
+    consumer_id: str,
+    heartbeat_at: float,
+    in_flight: int,
+    facts: dict[str, Any] | None,
+) -> dict[str, Any]:
+    given = facts or {}
+    updated = _number(given.get("updated_at"))
+    interval = _number(given.get("report_interval"))
+    lease = _number(given.get("lease_seconds")) or timeout
+    silent_for = max(0.0, now - max(heartbeat_at, updated or 0.0))
+    limit = 2 * interval + SILENT_SLACK if interval else timeout
+    return {
+        "id": consumer_id,
+        "in_flight": in_flight,
+        "heartbeat_at": heartbeat_at,
+        "updated_at": updated,
+        "silent_for": round(silent_for, 3),
+        "silent": silent_for > limit,
+        "recover_at": heartbeat_at + lease,
+        "facts": facts,
+    }
+
+
+def _number(value: Any) -> float | None:
+    """A positive number from JSON facts (written by any version, or by hand), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value > 0 else None
+
 
 def stats(admin: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
     """The numbers of ``gq stats`` for one queue (see ``Queue.stats``)."""

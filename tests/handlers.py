@@ -75,3 +75,17 @@ def concurrent(job: gq.Job) -> None:
         record(job)
     finally:
         client.srem(_key("running"), job.id)
+
+
+def greenlet_exit_first(job: gq.Job) -> None:
+    """Raise gevent.GreenletExit at a job's first attempt (a library killing "the current
+    greenlet"), record it as done at the next."""
+    _redis().rpush(_key("started"), job.id)
+    if job.attempt == 0:
+        raise gevent.GreenletExit
+    _redis().rpush(_key("done"), job.id)
+
+
+async def async_record(job: gq.Job) -> None:
+    """An ``async def`` handler, which gq-worker refuses until async handlers are run."""
+    _redis().rpush(_key("done"), job.id)

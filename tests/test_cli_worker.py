@@ -369,3 +369,28 @@ def test_losing_redis_while_running_exits_1(
         assert "Poller failed 1 times in a row" in worker.output
     finally:
         backend.close()
+
+
+# -- issue 19: handlers that are not plain functions ---------------------------------------
+
+
+def test_an_async_def_handler_exits_2_with_the_reason(redis_server: RedisServer, queue: str,
+                                                      rq: BothSides) -> None:  # fmt: skip
+    enqueue(rq, 2)
+    result = run(WORKER, "tests.handlers:async_record", "--burst", env=env(redis_server, queue))
+    assert result.returncode == 2, result.stderr
+    assert "async def" in result.stderr and "Traceback" not in result.stderr
+    assert rq.counts()["ready"] == 2 and recorded(rq) == []  # nothing taken, nothing run
+
+
+def test_a_handler_raising_greenlet_exit_is_retried_and_the_worker_runs_on(
+    redis_server: RedisServer, queue: str, rq: BothSides, workers: Any
+) -> None:
+    ids = enqueue(rq, 3)
+    worker = workers("tests.handlers:greenlet_exit_first", "--concurrency", "1",
+                     "--job-max-backoff", "0.2", *FAST, env=env(redis_server, queue))  # fmt: skip
+    # One handler worker: had the first GreenletExit killed it, nothing would run again.
+    wait_until(lambda: sorted(recorded(rq)) == sorted(ids), 30)
+    assert sorted(recorded(rq, "started")) == sorted(ids * 2)  # each retried once, then done
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output

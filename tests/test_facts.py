@@ -28,7 +28,8 @@ from tests.queue_sides import BothSides
 FACT_TYPES = {"id": str, "host": str, "pid": int, "started_at": float, "version": str,
               "queues": list, "concurrency": int, "running": int, "jobs_done": int,
               "jobs_failed": int, "rss_bytes": int, "cpu_percent": float,
-              "updated_at": float}  # fmt: skip
+              "updated_at": float, "heartbeat_at": float, "report_interval": float,
+              "heartbeat_interval": float, "lease_seconds": float}  # fmt: skip
 
 
 @pytest.fixture

@@ -13,15 +13,12 @@ import inspect
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
-from gq.cli.common import count_or_auto, duration, optional_count, optional_duration
-from gq.options import ConsumerOptions
+from gq.cli import EXIT_USAGE
+from gq.cli.common import CliError, count_or_auto, duration, optional_count, optional_duration
+from gq.options import SHORT_NAMES, ConsumerOptions
 
-# The short forms users of other queues reach for first.
-ALIASES = {
-    "processor_concurrency": "--concurrency",
-    "poller_buffer_size": "--buffer-size",
-    "shutdown_grace_period": "--grace-period",
-}
+# The short forms users of other queues reach for first (--concurrency...).
+ALIASES = {name: "--" + short.replace("_", "-") for short, name in SHORT_NAMES.items()}
 
 # Added to a docstring that only gives the default ("Default 30 s."); {loop} is the
 # option's first word.
@@ -106,7 +103,29 @@ def add_option_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def add_retries_flag(parser: argparse.ArgumentParser) -> None:
+    """``--retries N``: curlyq's job_max_attempts under a name that says what it counts."""
+    parser.add_argument(
+        "--retries",
+        type=int,
+        metavar="N",
+        default=argparse.SUPPRESS,
+        help="how many times a failing job runs again, so at most N + 1 runs (the count "
+        "--job-max-attempts holds, named for what it counts); a task's retries= wins; "
+        "default 20",
+    )
+
+
 def consumer_options(args: argparse.Namespace) -> dict[str, Any]:
     """The options given on the command line, as keyword arguments of ``gq.Consumer``."""
     given = vars(args)
-    return {name: given[name] for name in ConsumerOptions.names() if name in given}
+    options = {name: given[name] for name in ConsumerOptions.names() if name in given}
+    if "retries" in given:
+        other = options.setdefault("job_max_attempts", given["retries"])
+        if other != given["retries"]:
+            raise CliError(
+                EXIT_USAGE,
+                f"--retries {given['retries']} and --job-max-attempts {other} disagree "
+                "(they are the same count): give one",
+            )
+    return options

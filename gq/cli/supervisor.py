@@ -45,7 +45,7 @@ from typing import Any
 
 from gq.backoff import backoff
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE, logs
-from gq.cli.common import CliError, open_queue, positive_int, queue_specs
+from gq.cli.common import CliError, open_queue, positive_int
 from gq.cli.options import consumer_options
 from gq.cli.supervised import EXIT_RECYCLE, STOP_SIGNALS
 from gq.errors import ConfigurationError
@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     secrets = logs.url_secrets(args.url)
     logs.configure(args.log_level, args.log_format, secrets)
     try:
-        _check(args)
+        names = _check(args)
     except CliError as exc:
         print(f"gq-worker: error: {logs.scrub(exc.message, secrets)}", file=sys.stderr)
         return exc.code
@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
         "gq-worker supervisor pid=%d starting %d process(es): queue=%s handler=%s url=%s%s",
         os.getpid(),
         args.processes,
-        ",".join(_queue_names(args)),
+        ",".join(names),
         args.handler,
         redact_url(args.url),
         " burst" if args.burst else "",
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
     return Supervisor(argv, args.processes, args.burst).run()
 
 
-def _check(args: argparse.Namespace) -> None:
+def _check(args: argparse.Namespace) -> list[str]:
     """Everything a child would refuse at start, checked once before any child starts.
 
     The handler is imported here, in a process that is not monkey-patched: the module
@@ -139,17 +139,20 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError(
             EXIT_USAGE, "--processes needs a Redis server: fakeredis:// lives in one process"
         )
-    names = _queue_names(args)
-    load_handler(args.handler)
+    handler = load_handler(args.handler)
+    names = _queue_names(args, handler)
     try:
         ConsumerOptions(**consumer_options(args))
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     open_queue(args.url, names[0], max_connections=1).client.close()  # exit 3 if not there
+    return names
 
 
-def _queue_names(args: argparse.Namespace) -> list[str]:
-    specs = queue_specs(args.queue)
+def _queue_names(args: argparse.Namespace, handler: object) -> list[str]:
+    from gq.cli.worker_cmd import worker_queues
+
+    specs = worker_queues(args, handler)
     return [specs] if isinstance(specs, str) else list(specs)
 
 

@@ -15,6 +15,8 @@ import redis
 
 import gq
 from gq.cli import (
+    ENV_QUEUE,
+    ENV_URL,
     EXIT_CODES_HELP,
     EXIT_FATAL,
     EXIT_OK,
@@ -32,15 +34,16 @@ from gq.cli.common import (
     queue_specs,
 )
 from gq.cli.monitor import burst_loop, report_loop
-from gq.cli.options import add_option_flags, consumer_options
+from gq.cli.options import add_option_flags, add_retries_flag, consumer_options
 from gq.cli.periodic_cmd import add_worker_flag, load_schedules
 from gq.cli.supervised import Child, check_flags, child_for  # a child of --processes
 from gq.cli.supervisor import add_flags as add_process_flags
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic
 from gq.store.base import ScriptedQueue
-from gq.store.connection import redact_url
+from gq.store.connection import DEFAULT_URL, redact_url
 from gq.store.jobs import RedisQueue
+from gq.worker.handler_checks import refuse_async
 
 log = logging.getLogger("gq.worker")
 
@@ -65,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    parser.add_argument("handler", metavar="HANDLER", help="package.module:function to call")
+    parser.add_argument(
+        "handler",
+        metavar="HANDLER",
+        help="package.module:function to call, or package.module:app for a gq.App's tasks",
+    )
     add_connection_flags(parser, several_queues=True)
     parser.add_argument(
         "--burst",
@@ -77,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_worker_flag(parser)
     metrics_cmd.add_worker_flags(parser)
     parser.add_argument("--version", action="version", version=f"gq-worker {gq.__version__}")
+    add_retries_flag(parser)
     add_option_flags(parser)
     add_process_flags(parser)
     return parser
@@ -115,9 +123,9 @@ def run(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     check_flags(args)
-    queue = queue_specs(args.queue)
     handler = load_handler(args.handler)
-    periodic = load_schedules(args.periodic)  # exit 2 if one is bad
+    queue = worker_queues(args, handler)
+    periodic = load_schedules(args.periodic) + app_schedules(handler)  # exit 2 if one is bad
     consumer = _consumer(args, queue, periodic)
     rq = open_queue(args.url, consumer.queue, max_connections=2)  # exit 3 if unreachable
     child = child_for(args, consumer)  # None unless run by --processes
@@ -176,6 +184,31 @@ def _consume(consumer: gq.Consumer, child: Child | None, handler: Callable[..., 
     return True
 
 
+def worker_queues(args: argparse.Namespace, handler: Any) -> str | list[str] | dict[str, int]:
+    """The queues to consume: ``--queue`` (or $GQ_QUEUE) as given; for a ``gq.App``
+    without them, every queue its tasks name, with equal weights. An app with no Redis
+    of its own enqueues (from its tasks) on the worker's ``--url``; without ``--url``
+    (or $GQ_URL) the worker uses the app's."""
+    if not isinstance(handler, gq.App):
+        return queue_specs(args.queue)
+    if handler.connected() and args.url == DEFAULT_URL and not os.environ.get(ENV_URL):
+        url, client, _ = handler.connection()
+        if url is None:
+            raise CliError(EXIT_USAGE, "an app built with client= needs the worker's --url")
+        args.url = url
+    elif not handler.connected():
+        handler.connect(args.url)
+    if args.queue or os.environ.get(ENV_QUEUE):
+        return queue_specs(args.queue)
+    names = handler.queues
+    return names[0] if len(names) == 1 else dict.fromkeys(names, 1)
+
+
+def app_schedules(handler: Any) -> list[Periodic]:
+    """The periodic entries of a ``gq.App`` (``app.periodic``), none for a byte handler."""
+    return list(handler.schedules) if isinstance(handler, gq.App) else []
+
+
 def load_handler(spec: str) -> Callable[..., Any]:
     """Import ``package.module:function`` (attributes may be dotted); CliError(2) if not."""
     module_name, sep, attr = spec.partition(":")
@@ -201,6 +234,10 @@ def load_handler(spec: str) -> Callable[..., Any]:
         raise CliError(
             EXIT_USAGE, f"handler {spec!r} is not callable (it is {type(target).__name__})"
         )
+    try:
+        refuse_async(target)
+    except ConfigurationError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
     return target  # type: ignore[no-any-return]
 
 

@@ -14,6 +14,7 @@ from importlib import resources
 # Every operation gq runs; the contract test checks this matches the .lua files.
 NAMES = (
     "push",
+    "push_unique",
     "schedule",
     "register",
     "deregister",

@@ -6,7 +6,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from gq import scripts
-from gq.store.base import check_client, flags, full_queue_errors, push_batches, schedule_batches
+from gq.store.base import (
+    UniqueEntry,
+    check_client,
+    flags,
+    full_queue_errors,
+    push_batches,
+    schedule_batches,
+    unique_calls,
+    unique_replies,
+)
 from gq.store.keys import QueueKeys
 
 
@@ -19,7 +28,8 @@ class AsyncRedisQueue:
         self.client: Any = client
         self.keys = QueueKeys(name)
         self._scripts: dict[str, Any] = {
-            name: client.register_script(scripts.source(name)) for name in ("push", "schedule")
+            name: client.register_script(scripts.source(name))
+            for name in ("push", "schedule", "push_unique")
         }
 
     async def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
@@ -36,6 +46,14 @@ class AsyncRedisQueue:
         batches = schedule_batches(entries, relative)
         with full_queue_errors():
             return flags(await self._run_batches("schedule", keys, batches))
+
+    async def push_unique(self, entries: Sequence[UniqueEntry], mode: str) -> list[bool | str]:
+        """``RedisQueue.push_unique``, awaited."""
+        script = self._scripts["push_unique"]
+        with full_queue_errors():
+            replies = [await script(keys=keys, args=args)
+                       for keys, args in unique_calls(self.keys, entries, mode)]  # fmt: skip
+        return unique_replies(replies)
 
     async def _run_batches(self, name: str, keys: list[str], batches: list[list[Any]]) -> list[Any]:
         """As ``RedisQueue._run_batches``: several calls go in one pipeline, except on a

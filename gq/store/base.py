@@ -59,6 +59,7 @@ class RedisPipeline(Protocol):
         self, name: str, key: str | None = ..., value: str | None = ..., *, mapping: Any = ...
     ) -> Any: ...
     def hvals(self, name: str, /) -> Any: ...
+    def zmscore(self, key: str, members: list[str], /) -> Any: ...
     def execute(self, raise_on_error: bool = ...) -> list[Any]: ...
 
 
@@ -83,6 +84,7 @@ class RedisClient(Protocol):
         self, name: str, start: int, end: int, *, desc: bool = ..., withscores: bool = ...
     ) -> Any: ...
     def sscan_iter(self, name: str, *, count: int | None = ...) -> Iterator[Any]: ...
+    def zadd(self, name: str, mapping: Any, *, xx: bool = ...) -> Any: ...
     def ping(self) -> Any: ...
     def close(self) -> None: ...
 
@@ -210,6 +212,30 @@ def schedule_batches(
         [mode, *(part for entry in chunk for part in (entry[0], entry[1], repr(entry[2])))]
         for chunk in chunks(entries)
     ]
+
+
+#: One job for push_unique.lua: id, message, time (per the mode), lock name, lock TTL (s).
+UniqueEntry = tuple[str, bytes, float, str, float]
+
+
+def unique_calls(
+    keys: QueueKeys, entries: Sequence[UniqueEntry], mode: str
+) -> list[tuple[list[str], list[Any]]]:
+    """The (KEYS, ARGV) of each push_unique call: ``mode`` "now", "at" or "after"."""
+    head = [keys.data, keys.active, keys.signal, keys.flow, keys.scheduled, keys.dead]
+    calls = []
+    for chunk in chunks(entries):
+        locks = [keys.unique(entry[3]) for entry in chunk]
+        args: list[Any] = [mode]
+        for id_, message, at, _, ttl in chunk:
+            args += [id_, message, repr(float(at)), max(1, int(ttl * 1000))]
+        calls.append((head + locks, args))
+    return calls
+
+
+def unique_replies(replies: Iterable[Any]) -> list[bool | str]:
+    """push_unique's answer per job: True stored, False the id exists, or the holder's id."""
+    return [bool(f) if isinstance(f, int) else as_text(f) for reply in replies for f in reply]
 
 
 def flags(replies: Iterable[Any]) -> list[bool]:

@@ -248,10 +248,17 @@ class RedisQueue(ScriptedQueue):
         )
         return as_text(reply[0]), int(reply[1]), int(reply[2])
 
-    def cancel_requests(self, limit: int = MAX_BATCH) -> list[str]:
-        """The ids of jobs in flight whose cancel was asked (gq.Queue.cancel), oldest first."""
-        with permission_errors("ZRANGE"):
-            return [as_text(i) for i in self.client.zrange(self.keys.cancelled, 0, limit - 1)]
+    def cancel_requested(self, ids: Sequence[str]) -> set[str]:
+        """Of ``ids`` (jobs this consumer holds), those with a cancel request
+        (gq.Queue.cancel): ZMSCORE, at most MAX_BATCH ids per command, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        batches = chunks(ids)
+        for batch in batches:
+            pipe.zmscore(self.keys.cancelled, list(batch))
+        with permission_errors("ZMSCORE"):
+            replies = pipe.execute()
+        pairs = (pair for batch, scores in zip(batches, replies) for pair in zip(batch, scores))
+        return {job_id for job_id, score in pairs if score is not None}
 
     def inflight_ids(self, consumer_id: str) -> set[str]:
         """The ids in this consumer's in-flight set (at most buffer + concurrency + one
@@ -338,6 +345,11 @@ class RedisQueue(ScriptedQueue):
         replies = pipe.execute(raise_on_error=False)
         refused = {key: n for (key, n), r in zip(counts, replies[2:]) if isinstance(r, Exception)}
         return refused, [r for r in replies if isinstance(r, Exception)]
+
+
+def not_registered(exc: redis.ResponseError) -> bool:
+    """Whether fetch.lua refused because this consumer is not registered (GQNOTREGISTERED)."""
+    return "GQNOTREGISTERED" in str(exc)
 
 
 def signalled(queues: Sequence[RedisQueue]) -> list[bool]:

@@ -83,6 +83,11 @@ class QueueKeys:
         """The keys of push.lua, for the blocking and the asyncio producer alike."""
         return [self.data, self.active, self.signal, self.flow]
 
+    def unique(self, lock: str) -> str:
+        """gq's own key: the uniqueness lock ``lock`` of a task (unique_for), holding the
+        id of the job that took it (gq/scripts/push_unique.lua)."""
+        return f"{self.name}:unique:{lock}"
+
     def inflight(self, consumer_id: str) -> str:
         return f"{self.name}:inflight:{consumer_id}"
 

@@ -163,24 +163,26 @@ class Acker:
             self._wakeup.set()
         self._settle()
 
-    def wait_to_carry(self, timeout: float, jobs_here: bool) -> bool:
+    def wait_to_carry(self, timeout: float) -> bool:
         """For a poller at its queue's concurrency limit: wait (at most ``timeout``) until a
         job has finished here, its ack now pending for the next fetch to carry, or until
-        the acks on the wire have landed; meanwhile new acks wait for the fetch. False at
-        once when nothing here (``jobs_here``: jobs running or buffered) will free room."""
+        the acks on the wire have landed; meanwhile new acks wait for the fetch. Whether
+        either happened."""
         if self._pending:
             return True
-        if not jobs_here and not self._sending:
-            return False
         self._freed.clear()
         self._deferred = True
         try:
-            self._freed.wait(timeout)
+            freed = self._freed.wait(timeout)
         finally:
             self._deferred = False
             if self._pending:
                 self._wakeup.set()  # (the poller takes them first: it does not yield before)
-        return True
+        return bool(freed or self._pending)
+
+    def busy(self) -> bool:
+        """Whether acks are pending or on the wire (their landing frees room)."""
+        return bool(self._pending or self._sending)
 
     def released(self) -> None:
         """Room was made here (acks landed, a retry or kill written): wake a poller waiting

@@ -22,7 +22,8 @@ from gq.periodic import check_schedule
 from gq.store.config import check_queue_name, resolve_client
 from gq.store.jobs import DEAD_TRIM_BATCH, RedisQueue
 from gq.worker import watchdog
-from gq.worker.facts import Reporter
+from gq.worker.facts import Reporter, report_interval
+from gq.worker.handler_checks import refuse_async
 from gq.worker.loops import Loop, ThreadHeartbeat
 from gq.worker.periodic_runner import PeriodicRunner
 from gq.worker.poller import Poller, Source
@@ -110,6 +111,7 @@ class Consumer:
         _require_monkey_patching()
         if not callable(handler):
             raise ConfigurationError(f"handler must be callable, not {handler!r}")
+        refuse_async(handler)
         if self._running:
             raise GQError("this consumer is already running")
         self._running = True
@@ -188,7 +190,7 @@ class Consumer:
                 self._thread_heartbeat.stop()
             # Whatever is still alive here is abandoned: no more Redis calls. Jobs of
             # killed handlers stay in flight for another consumer's custodian.
-            gevent.killall([*greenlets.values(), *processor.handlers()], timeout=5)
+            gevent.killall([*greenlets.values(), *processor.abandon()], timeout=5)
         if self._fatal is not None:
             raise self._fatal
         log.info(
@@ -229,6 +231,9 @@ class Consumer:
                 "Custodian", self.custodian_step, lambda: opts.custodian_poll_interval, "custodian"
             ),
             "Canceller": self._loop("Canceller", self.cancel_step, lambda: CANCEL_POLL, "poller"),
+            "Reporter": self._loop(
+                "Reporter", self.report_step, lambda: report_interval(opts), "heartbeat"
+            ),
         }
         periodic = self._periodic
         if periodic is not None:  # sleeps until its next occurrence, at most the scheduler's
@@ -447,15 +452,23 @@ class Consumer:
         return min(queue.register(self.id) for queue in self._queues.values())
 
     def cancel_step(self) -> bool:
-        """Act on the cancel requests (gq.Queue.cancel) for jobs this consumer holds: one
-        read per queue every CANCEL_POLL seconds, and only while it holds any."""
+        """Act on the cancel requests (gq.Queue.cancel) for jobs this consumer holds: the
+        held ids of each queue looked up in its cancel set every CANCEL_POLL seconds (one
+        round trip per queue holding any), however many other requests stand there."""
         processor = self._processor
-        if processor is None or not processor.held:
+        if processor is None:
             return False
-        for queue in self._queues.values():
-            wanted = processor.held.intersection(queue.cancel_requests())
+        for name, queue in self._queues.items():
+            held = processor.held[name]
+            wanted = queue.cancel_requested(list(held)) if held else set()
             if wanted:
-                processor.cancel(wanted)
+                processor.cancel(name, wanted)
+        return False
+
+    def report_step(self) -> bool:
+        """Write the facts and history (every report interval: never one write per job)."""
+        if self._reporter is not None:
+            self._reporter.beat()  # never raises
         return False
 
     def heartbeat_step(self) -> bool:
@@ -522,9 +535,7 @@ class Consumer:
 
 
 def _options(options: dict[str, Any]) -> ConsumerOptions:
-    unknown = set(options) - set(ConsumerOptions.names())
-    if unknown:
-        raise ConfigurationError(f"unknown consumer option(s): {', '.join(sorted(unknown))}")
+    ConsumerOptions.check_names(options)
     return ConsumerOptions(**options)
 
 

@@ -1,7 +1,7 @@
-"""Worker facts and throughput history: what a consumer writes about itself with each
-heartbeat, for ``gq consumers`` and the dashboard (SPEC section 10).
+"""Worker facts and throughput history: what a consumer writes about itself every
+``report_interval`` (5 s), for ``gq consumers`` and the dashboard (SPEC section 10).
 
-With each heartbeat, one pipelined round trip per queue of the consumer adds the queue to
+Every report interval, one pipelined round trip per queue of the consumer adds the queue to
 the registry (``gq:queues``), stores the consumer's facts (``Q:facts:<id>``, JSON, expiring
 with the consumer's lease) and adds the per-minute counts of that queue's ``Recorder`` to
 the hourly history keys (``Q:history:<hour>``). A failed write never fails the heartbeat:
@@ -30,12 +30,21 @@ log = logging.getLogger("gq.heartbeat")
 
 #: How long a history key lives after its last write (25 h: the last 24 h stay readable).
 HISTORY_TTL = 90_000
+#: Facts and history are written this often (or with each heartbeat, if more often): the
+#: counts an operator sees are never older than this, at one round trip per queue.
+REPORT_SECONDS = 5.0
+
+
+def report_interval(opts: ConsumerOptions) -> float:
+    """Seconds between two writes of a consumer's facts and history."""
+    return min(REPORT_SECONDS, opts.heartbeat_poll_interval)
 
 
 class Reporter:
-    """Writes one consumer's facts and history under each of its queues; ``beat`` with each
-    heartbeat. ``recorders`` holds one ``Recorder`` per name of ``queues``, in the same
-    order: the first one also reads the consumer's handlers running."""
+    """Writes one consumer's facts and history under each of its queues: ``beat`` every
+    report interval and with each heartbeat, which also gives it the server's time.
+    ``recorders`` holds one ``Recorder`` per name of ``queues``, in the same order: the
+    first one also reads the consumer's handlers running."""
 
     def __init__(
         self,
@@ -56,13 +65,24 @@ class Reporter:
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # the first reading is 0.0: prime it now
         self._failing = False
+        self._offset = 0.0  # the Redis server's clock minus this host's
+        self._heartbeat_at = 0.0  # the server's time of the last heartbeat
 
-    def beat(self, server_now: float) -> None:
-        """Write the facts and the counts so far; ``server_now`` is the heartbeat's time."""
-        offset = server_now - time.time()
+    def learn_clock(self, server_now: float) -> None:
+        """A heartbeat went through at ``server_now`` (the server's time)."""
+        self._offset = offset = server_now - time.time()
+        self._heartbeat_at = server_now
         for recorder in self._recorders.values():
             recorder.history.offset = offset
-        # One reading per heartbeat: the CPU is measured since the previous reading.
+
+    def beat(self, server_now: float | None = None) -> None:
+        """Write the facts and the counts so far; ``server_now`` is given by a heartbeat
+        (the server's time it answered), else taken from the clock it taught."""
+        if server_now is None:
+            server_now = time.time() + self._offset
+        else:
+            self.learn_clock(server_now)
+        # One reading per write: the CPU is measured since the previous reading.
         usage = self._usage()
         self._write_all(
             {name: json.dumps(self._facts(name, server_now, usage)) for name in self._names}
@@ -97,6 +117,12 @@ class Reporter:
             "rss_bytes": usage[0],
             "cpu_percent": usage[1],
             "updated_at": now,
+            "heartbeat_at": self._heartbeat_at,
+            "report_interval": report_interval(opts),
+            "heartbeat_interval": opts.heartbeat_poll_interval,
+            # A custodian may recover this consumer's jobs once its last heartbeat is this
+            # old (Consumer._custodian_pass): what a reader shows as "to be recovered at".
+            "lease_seconds": opts.heartbeat_poll_interval + opts.custodian_consumer_timeout,
         }
 
     def _write_all(self, facts: Mapping[str, str | None]) -> None:

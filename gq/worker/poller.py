@@ -27,11 +27,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import redis
+
 from gq import job as jobs
 from gq.job import Job, MessageDecodeError
 from gq.options import AUTO, ConsumerOptions
 from gq.store.base import MAX_BATCH
-from gq.store.jobs import Fetched, RedisQueue, signalled, wait_for_any_signal
+from gq.store.jobs import (
+    Fetched,
+    RedisQueue,
+    not_registered,
+    signalled,
+    wait_for_any_signal,
+)
 from gq.worker.processor import Processor
 
 log = logging.getLogger("gq.poller")
@@ -39,6 +47,10 @@ log = logging.getLogger("gq.poller")
 # "Auto" holds at most this much work ahead (seconds at the measured rate), so that a
 # consumer does not hoard jobs an idle neighbour could run.
 AUTO_HORIZON = 0.1
+# A consumer waiting at its queue's concurrency limit for its own jobs to make room looks
+# at the signal this often, for room that other consumers made (a bounded wait: one LINDEX
+# per look, only while its own jobs are slower than this).
+LIMIT_LOOK = 0.25
 # The completion rate is re-measured over windows at least this long, and smoothed.
 RATE_WINDOW = 0.05
 RATE_SMOOTHING = 0.3
@@ -157,8 +169,8 @@ class Poller:
         wait = min(wait, *held) if held else wait
         if len(self._sources) == 1:
             only = self._sources[0]
-            if only.full and self._processor.wait_to_carry(wait):
-                return only  # its own acks free the room: fetch with them
+            if only.full and self._processor.frees_room():
+                return only if self._wait_at_limit(only, wait) else None
             return only if only.more_ready or only.queue.wait_for_signal(wait) else None
         candidates = self._candidates(open_)
         if not candidates:
@@ -169,6 +181,20 @@ class Poller:
         if not self._weighted:
             return candidates[0]
         return random.choices(candidates, [s.weight for s in candidates])[0]
+
+    def _wait_at_limit(self, source: Source, wait: float) -> bool:
+        """At the limit: wait (at most ``wait``) for room, made here (then its acks ride on
+        the fetch, freeing and refilling in one round trip) or by another consumer (the
+        signal, looked at every LIMIT_LOOK); whether there may be room now."""
+        deadline = time.monotonic() + wait
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._processor.wait_to_carry(min(left, LIMIT_LOOK)):
+                return True
+            if signalled([source.queue])[0]:
+                return True
 
     def _candidates(self, sources: list[Source]) -> list[Source]:
         # One round trip reads every queue's signal; a full batch left its signal there.
@@ -183,12 +209,7 @@ class Poller:
         source.fetch_unsure = True  # until its jobs are buffered or discarded
         carried = processor.carry_acks(source.name)
         try:
-            fetched = source.queue.fetch(
-                self._consumer_id,
-                count,
-                idle=processor.idle_once_carried(),
-                acks=[job.id for job in carried],
-            )
+            fetched = self._fetch_registered(source, count, [job.id for job in carried])
         except BaseException:
             processor.carried_acks(carried, None)  # the acker sends them again
             raise
@@ -203,6 +224,22 @@ class Poller:
         source.full = fetched.state == "full"
         self._hand_over(fetched, source.name)
         source.fetch_unsure = False
+
+    def _fetch_registered(self, source: Source, count: int, acks: list[str]) -> Fetched:
+        """Fetch; when Redis no longer knows this consumer (it lost its data: a restart
+        without persistence, a failover to an empty replica), register and fetch again at
+        once rather than fail until the next heartbeat (fetch.lua refused before acking)."""
+        idle = self._processor.idle_once_carried()
+        try:
+            return source.queue.fetch(self._consumer_id, count, idle=idle, acks=acks)
+        except redis.ResponseError as exc:
+            if not not_registered(exc):
+                raise
+        log.warning("%s: not registered on %s (Redis lost its data?): registering again",
+                    self._context, source.name)  # fmt: skip
+        for other in self._sources:
+            other.queue.register(self._consumer_id)
+        return source.queue.fetch(self._consumer_id, count, idle=idle, acks=acks)
 
     def _hand_over(self, fetched: Fetched, queue: str) -> None:
         """Good jobs to the processor's buffer; bad data to its outcome path."""
@@ -231,7 +268,7 @@ class Poller:
         and it is here, so no fetch is in flight; an id acknowledged meanwhile is not
         in the set any more, and requeue moves only what it still finds there."""
         queue = source.queue
-        stray = self._processor.stray(queue.inflight_ids(self._consumer_id))
+        stray = self._processor.stray(source.name, queue.inflight_ids(self._consumer_id))
         if stray:
             count = queue.requeue(self._consumer_id, sorted(stray))
             log.warning("%s: a fetch's reply was lost; gave back %d job(s) of %s",

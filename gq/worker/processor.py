@@ -18,12 +18,12 @@ from gevent.event import Event
 from gevent.queue import Queue
 
 from gq import job as jobs
-from gq.backoff import backoff
 from gq.errors import (
     AckJobError,
     GQError,
     JobCancelled,
     JobTimeout,
+    Kill,
     KillJobError,
     RateLimited,
     RetryJobError,
@@ -33,6 +33,9 @@ from gq.options import ConsumerOptions
 from gq.store.jobs import RedisQueue
 from gq.worker import watchdog
 from gq.worker.acker import Acker, not_owned, persist
+from gq.worker.call import Plan, describe, retry_delay
+from gq.worker.handler_checks import GreenletExitRaised, refuse_awaitable
+from gq.worker.planned import PlannedRuns, planner_of
 from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.processor")
@@ -53,7 +56,7 @@ class Stats:
     started: float = field(default_factory=lambda: gevent.get_hub().loop.now())
 
 
-class Processor:
+class Processor(PlannedRuns):
     """Runs buffered jobs on at most ``processor_concurrency`` handler greenlets.
 
     The handlers are long-lived worker greenlets that take jobs from ``buffer`` one after
@@ -79,9 +82,12 @@ class Processor:
         self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
+        self._planner = planner_of(handler)
         # One per queue (its jobs' outcomes); the handlers and the buffer are the consumer's,
         # read by the first queue's only, so that the gauges per queue add up.
-        self.recorders = recorders if recorders is not None else {q: Recorder(q) for q in queues}
+        self.recorders: dict[str, Recorder] = (
+            recorders if recorders is not None else {q: Recorder(q) for q in queues}
+        )
         self._first = next(iter(queues))
         self.recorder.watch(self)
         self._on_fatal = on_fatal
@@ -94,10 +100,10 @@ class Processor:
         self._room.set()
         self._quiet = Event()  # set when no handler runs
         self._quiet.set()
-        # Ids of every job this process holds: buffered, running, or waiting for its ack,
-        # retry or kill to be written. The poller compares it with Redis after a fetch
-        # whose reply was lost (Consumer._reconcile).
-        self.held: set[str] = set()
+        # Per queue (two may hold one id), the jobs held here: buffered, running, or waiting
+        # for their outcome's write (for Poller._reconcile after a lost reply, and cancels).
+        self.held: dict[str, set[str]] = {name: set() for name in queues}
+        self._abandoned = False  # a forced stop: handlers are being killed
         # What each handler worker's handler runs now, for cancels.
         self._slots: dict[gevent.Greenlet, _Slot] = {}
         self.acker = Acker(queues, consumer_id, opts, self._release, on_fatal, context)
@@ -114,10 +120,10 @@ class Processor:
         recorder.watch(self)
 
     def _release(self, done: list[Job]) -> None:
-        held = self.held
+        # A batch is of one queue: the acker groups them by queue, a fetch carries one's.
+        held = self.held[done[0].queue]
         for job in done:
             held.discard(job.id)
-        # A batch is of one queue: the acker groups them by queue, a fetch carries one's.
         self.recorders[done[0].queue].done(len(done))
 
     def buffered(self) -> int:
@@ -131,17 +137,30 @@ class Processor:
             self._room.clear()
             self._room.wait()
 
-    def stray(self, owned: set[str]) -> set[str]:
-        """Of ``owned`` (a queue's in-flight set), the ids this process does not hold."""
-        return owned - self.held
+    def holds(self) -> bool:
+        """Whether this process holds any job."""
+        return any(self.held.values())
+
+    def stray(self, queue: str, owned: set[str]) -> set[str]:
+        """Of ``owned`` (``queue``'s in-flight set), the ids this process does not hold."""
+        return owned - self.held[queue]
 
     def put(self, jobs_: list[Job]) -> None:
-        """Buffer fetched jobs, and start workers for those no idle worker will take."""
+        """Buffer fetched jobs (of one queue: one fetch's), and start workers for those no
+        idle worker will take."""
+        if not jobs_:
+            return
         buffer = self.buffer
-        held = self.held
+        held = self.held[jobs_[0].queue]
         for job in jobs_:
             held.add(job.id)
             buffer.put_nowait(job)
+        self._start_workers()
+
+    def _start_workers(self) -> None:
+        if self._abandoned:
+            return
+        buffer = self.buffer
         wanted = min(
             buffer.qsize() - self._waiting,
             self._opts.processor_concurrency - len(self.workers),
@@ -149,7 +168,7 @@ class Processor:
         for _ in range(wanted):
             worker = gevent.Greenlet(self._work)
             worker.name = f"gq-handler-{len(self.workers)}"
-            worker.link_exception(self._worker_died)
+            worker.link(self._worker_ended)
             self.workers.append(worker)
             worker.start()
 
@@ -157,11 +176,20 @@ class Processor:
         """The acknowledging greenlet's body."""
         self.acker.run()
 
-    def handlers(self) -> list[gevent.Greenlet]:
-        """The handler greenlets (killed at a forced stop)."""
+    def abandon(self) -> list[gevent.Greenlet]:
+        """The handler greenlets, for a forced stop to kill: from now on a GreenletExit
+        in a handler ends it and leaves its job in flight, and no worker is replaced."""
+        self._abandoned = True
         return list(self.workers)
 
-    def _worker_died(self, worker: gevent.Greenlet) -> None:
+    def _worker_ended(self, worker: gevent.Greenlet) -> None:
+        self.workers.remove(worker)
+        self._slots.pop(worker, None)
+        if worker.successful() or isinstance(worker.exception, gevent.GreenletExit):
+            # Killed from outside (a library's kill of "the current greenlet" between
+            # jobs): replaced, so that the consumer keeps processor_concurrency handlers.
+            self._start_workers()
+            return
         # execute() catches every handler failure, so this is a bug in gq: stop rather
         # than run on with fewer handlers than processor_concurrency and nobody knowing.
         error = GQError(f"a handler worker crashed: {worker.exception!r}")
@@ -184,7 +212,7 @@ class Processor:
         for job in kept:
             self.buffer.put_nowait(job)
         for job in dropped:
-            self.held.discard(job.id)
+            self.held[job.queue].discard(job.id)
         return dropped
 
     def idle(self) -> bool:
@@ -197,13 +225,17 @@ class Processor:
         does them before it takes a job)."""
         return not self.running and self.buffer.empty() and self.acker.only_carried()
 
+    def frees_room(self) -> bool:
+        """Whether a job runs, waits or is being acknowledged here: its end will make room
+        under a concurrency limit (``wait_to_carry``)."""
+        return bool(self.running or not self.buffer.empty() or self.acker.busy())
+
     def wait_to_carry(self, timeout: float) -> bool:
-        """At the concurrency limit, the room this consumer can count on is its own jobs'
-        when they finish: wait until one has (its ack then rides on the next fetch, freeing
-        and refilling in one round trip) or until acks on the wire have landed, at most
-        ``timeout``. False when no job runs, waits or is being acknowledged here, so that
-        nothing local will make room (then wait for the signal)."""
-        return self.acker.wait_to_carry(timeout, bool(self.running or not self.buffer.empty()))
+        """At the concurrency limit, the room this consumer can count on first is its own
+        jobs' when they finish: wait until one has (its ack then rides on the next fetch,
+        freeing and refilling in one round trip) or until acks on the wire have landed;
+        False if neither happened within ``timeout``."""
+        return self.acker.wait_to_carry(timeout)
 
     def carry_acks(self, queue: str) -> list[Job]:
         """Pending acks of ``queue`` for the poller's next fetch (``Acker.carry``)."""
@@ -260,6 +292,8 @@ class Processor:
         """Run ``job``'s handler and write its outcome. ``slot`` names the job while its
         handler runs, and only then: a cancel interrupts a handler, never the outcome's
         write that follows (which yields, and must not be cut short)."""
+        if self._planner is not None:
+            return self._execute_planned(job, self._planner, slot or _NO_SLOT)
         slot = slot or _NO_SLOT
         timeout = self._opts.job_timeout
         # 0 but on the jobs decode() picked for the metrics' histograms (gq.job.sample):
@@ -272,16 +306,19 @@ class Processor:
             copy = Job(id=job.id, data=job.data, attempt=job.attempt)
             copy.queue = job.queue
             if timeout:
-                self._run_with_timeout(copy, timeout)
+                result = self._run_with_timeout(timeout, self._handler, copy)
             else:
-                self._handler(copy)
+                result = self._handler(copy)
+            if result is not None:
+                refuse_awaitable(result)
         except gevent.GreenletExit:
-            raise  # a forced stop: the job stays in flight for another consumer
+            if self._abandoned:
+                raise  # a forced stop: the job stays in flight for another consumer
+            # A handler (or a library it called) raised it, or killed this greenlet:
+            # not a stop, so a failed attempt, and the worker goes on.
+            self._finished_badly(job, slot, began, timed, GreenletExitRaised())
         except BaseException as exc:  # noqa: BLE001 - the handler's failure, whatever it raised
-            slot.job = None
-            if timed:
-                self.recorders[job.queue].finished(job, began)
-            self._ended(job, exc)
+            self._finished_badly(job, slot, began, timed, exc)
         else:
             slot.job = None
             if timed:
@@ -289,30 +326,44 @@ class Processor:
             self.stats.done += 1
             self.acker.add(job)
 
-    def _ended(self, job: Job, exc: BaseException) -> None:
-        """A handler raised: cancelled, rate limited, or failed."""
-        if isinstance(exc, JobCancelled) and exc.job_id == job.id:
+    def _finished_badly(
+        self,
+        job: Job,
+        slot: _Slot,
+        began: float,
+        timed: float,
+        exc: BaseException,
+        plan: Plan | None = None,
+    ) -> None:
+        slot.job = None
+        if timed:
+            self.recorders[job.queue].finished(job, began)
+        self._ended(job, exc, plan)
+
+    def _ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
+        """A handler raised: cancelled, rate limited, killed, or failed."""
+        if isinstance(exc, JobCancelled) and _names(exc, job):
             log.info("%s: job %s cancelled while running", self._context, job.id)
             self._cancelled(job)
         elif isinstance(exc, RateLimited):
             self._rate_limited(job, exc)
         else:
-            self._failed(job, exc)
+            self._failed(job, exc, plan)
 
     # -- cancels (gq.Queue.cancel; the consumer's canceller loop calls cancel) -------------
 
-    def cancel(self, ids: set[str]) -> int:
-        """Cancel the jobs of ``ids`` this process holds: a buffered one is acknowledged
-        without running; a running one has its handler interrupted with JobCancelled.
-        Returns how many were found."""
-        dropped = self.drop_buffered(lambda job: job.id not in ids)
+    def cancel(self, queue: str, ids: set[str]) -> int:
+        """Cancel the jobs of ``queue`` with ``ids`` this process holds: a buffered one is
+        acknowledged without running; a running one has its handler interrupted with
+        JobCancelled, once. Returns how many were found."""
+        dropped = self.drop_buffered(lambda job: job.queue != queue or job.id not in ids)
         for job in dropped:
             log.info("%s: job %s cancelled before it started", self._context, job.id)
             self._cancelled(job)
         running = [
             (worker, slot.job)
             for worker, slot in self._slots.items()
-            if slot.job is not None and slot.job.id in ids
+            if slot.job is not None and slot.job.queue == queue and slot.job.id in ids
         ]
         loop = gevent.get_hub().loop
         for worker, job in running:
@@ -322,11 +373,15 @@ class Processor:
         return len(dropped) + len(running)
 
     def _interrupt(self, worker: gevent.Greenlet, job: Job) -> None:
-        if self._slots[worker].job is job:
-            cast(Any, worker).throw(JobCancelled(job.id))  # (gevent's stubs: Optional)
+        slot = self._slots.get(worker)
+        if slot is not None and slot.job is job:
+            # Once: the request stands until the job's ack, and a handler that catches
+            # JobCancelled to clean up must not have its clean-up interrupted again.
+            slot.job = None
+            cast(Any, worker).throw(JobCancelled(job.id, job.queue))  # (gevent's stubs: Optional)
 
     def _cancelled(self, job: Job) -> None:
-        self.held.add(job.id)  # (a buffered job left held when it was dropped)
+        self.held[job.queue].add(job.id)  # (a buffered job left held when it was dropped)
         self.stats.cancelled += 1
         self.recorders[job.queue].failed("cancelled")
         self.acker.add(job)  # acknowledged, not retried: ack.lua also drops the request
@@ -344,7 +399,7 @@ class Processor:
             self.stats.rate_limited += 1
             self.recorders[job.queue].failed("rate_limited")
 
-    def _run_with_timeout(self, job: Job, timeout: float) -> None:
+    def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> object:
         # The gevent.Timeout stops a handler that waits; the deadline lets gq.worker.watchdog stop
         # one that never yields. Both raise inside execute's try, so either way the
         # attempt fails like any other.
@@ -352,17 +407,18 @@ class Processor:
         watchdog.DEADLINES[worker] = (time.monotonic() + timeout, timeout)
         try:
             with gevent.Timeout(timeout, JobTimeout(timeout)):
-                self._handler(job)
+                return call(*args)
         finally:
             del watchdog.DEADLINES[worker]
 
-    def _failed(self, job: Job, exc: BaseException) -> None:
+    def _failed(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         self.stats.failed += 1
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
-        reason = _describe(exc)
+        updated.queue = job.queue
+        reason = describe(exc)
         queue = self._queues[job.queue]
-        if job.attempt < self._opts.job_max_attempts:
-            delay = backoff(job.attempt, self._opts.job_max_backoff)
+        delay = retry_delay(job.attempt, exc, plan, self._opts)
+        if delay is not None:
             message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
             log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
                         job.id, job.attempt, delay, reason, exc_info=exc)  # fmt: skip
@@ -372,8 +428,9 @@ class Processor:
                 self.recorders[job.queue].failed("retried")
             return
         message = jobs.encode(updated, error=reason)
-        log.error("%s: job %s failed (attempt %d), no attempts left, killed: %s",
-                  self._context, job.id, job.attempt, reason, exc_info=exc)  # fmt: skip
+        why = "killed (gq.Kill)" if isinstance(exc, Kill) else "no attempts left, killed"
+        log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
+                  job.attempt, why, reason, exc_info=exc)  # fmt: skip
         if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
             self.stats.killed += 1
             self.recorders[job.queue].failed("killed")
@@ -408,7 +465,7 @@ class Processor:
         except Exception as error:  # noqa: BLE001 - any write that persist gave up on is fatal
             self._on_fatal(error_type(job, error))
             return False
-        self.held.discard(job.id)
+        self.held[job.queue].discard(job.id)
         if not owned:
             not_owned(self._context, job, action, resent)
         self.acker.released()  # a retry or kill frees the job's room too
@@ -424,9 +481,9 @@ class Processor:
         )
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def _names(cancelled: JobCancelled, job: Job) -> bool:
+    # A JobCancelled a handler raised itself may name no queue.
+    return cancelled.job_id == job.id and cancelled.queue in ("", job.queue)
 
 
 class _Slot:

@@ -1,0 +1,275 @@
+"""``gq.App``: the registry of an application's tasks, their producer, and the
+dispatcher a worker runs them with (``gq-worker myapp.tasks:app``), SPEC section 14."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
+
+import redis
+
+from gq import enqueuer
+from gq.errors import ConfigurationError
+from gq.job import Job
+from gq.periodic import Periodic
+from gq.producer import DEFAULT_MAX_MESSAGE_BYTES, ProducerCore
+from gq.results import Result
+from gq.store.config import check_queue_name, resolve_client
+from gq.store.tasks import TaskQueue
+from gq.task import Call, P, R, Signature, Task
+from gq.taskopts import TaskOptions, split
+from gq.worker.call import Plan
+
+if TYPE_CHECKING:
+    from gq.dispatch import Dispatcher
+    from gq.store.aio import AsyncRedisQueue
+
+H = TypeVar("H", bound=Callable[[Job], object])
+
+#: How long a reading of the Redis server's clock is trusted (carried on the monotonic
+#: clock) before it is taken again.
+CLOCK_REFRESH = 600.0
+
+
+class App:
+    """An application's tasks. ``url`` or ``client`` reach Redis (a ``redis.Redis``, a
+    cluster or Sentinel client; ``aclient``, a ``redis.asyncio`` one, for ``aenqueue``
+    when no ``url`` is given); ``queue`` is the tasks' default queue; the other keywords
+    are the defaults of the task options (``retries``, ``timeout``, ``backoff``...), which
+    ``@app.task(...)`` and ``.using(...)`` override, and which fall back to the worker's
+    flags when unset."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: redis.Redis | Any | None = None,
+        aclient: Any | None = None,
+        queue: str = "default",
+        max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
+        **defaults: Any,
+    ) -> None:
+        self.url = url
+        self.queue = check_queue_name(queue)
+        self.defaults = split(defaults)
+        self.max_message_bytes = max_message_bytes
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.raw_handlers: dict[str, Callable[[Job], object]] = {}
+        self.schedules: list[Periodic] = []
+        self._client = client
+        self._aclient = aclient
+        self._stores: dict[str, tuple[TaskQueue, ProducerCore]] = {}
+        self._astores: dict[str, AsyncRedisQueue] = {}
+        self._dispatcher: Dispatcher | None = None
+        self._offset: tuple[float, float] | None = None  # (server - monotonic, taken at)
+        #: gq.testing.eager's runner: when set, enqueue runs tasks here instead of writing.
+        self.eager: Callable[[enqueuer.Batch], list[Result[Any]]] | None = None
+
+    # -- registering ----------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[P, R]) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self, *, name: str | None = None, queue: str | None = None, **options: Any
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        **options: Any,
+    ) -> Any:
+        """Register a function as a task, bare (``@app.task``: named "module.qualname",
+        on the app's queue, with the app's defaults) or with options (``name``,
+        ``queue``, ``retries``, ``backoff``, ``timeout``, ``unique_for``,
+        ``unique_key``, ``expires``, ``result_ttl``, ``group``)."""
+        task_options = split(options).over(self.defaults)
+        target = self.check_queue(queue) if queue is not None else self.queue
+
+        def register(function: Callable[P, R]) -> Task[P, R]:
+            task_name = name or f"{function.__module__}.{function.__qualname__}"
+            if not isinstance(task_name, str) or not task_name:
+                raise ConfigurationError(f"a task name is a non-empty str, not {task_name!r}")
+            if task_name in self.tasks:
+                raise ConfigurationError(
+                    f"two tasks are named {task_name!r}: {self.tasks[task_name].fn!r} and "
+                    f"{function!r}; give one of them name=..."
+                )
+            registered = Task(self, function, task_name, target, task_options)
+            self.tasks[task_name] = registered
+            self._forget_dispatcher()
+            return registered
+
+        return register(fn) if fn is not None else register
+
+    def raw(self, *, queue: str) -> Callable[[H], H]:
+        """Register a byte handler (``gq.Job`` in) for the jobs of ``queue`` that are not
+        task envelopes; the app's worker serves that queue too."""
+        name = self.check_queue(queue)
+
+        def register(handler: H) -> H:
+            if name in self.raw_handlers:
+                raise ConfigurationError(f"queue {name!r} has a raw handler already")
+            self.raw_handlers[name] = handler
+            self._forget_dispatcher()
+            return handler
+
+        return register
+
+    def periodic(
+        self,
+        name: str,
+        sig: Signature[Any],
+        *,
+        cron: str | None = None,
+        every: Any = None,
+        tz: str = "UTC",
+    ) -> Periodic:
+        """A periodic entry (SPEC section 11's guarantee: each occurrence enqueued once,
+        with no leader) that enqueues the call ``sig`` (``task.s(...)``). A worker of
+        this app enqueues it on its first queue."""
+        if not isinstance(sig, Signature):
+            raise ConfigurationError(f"app.periodic takes task.s(...), not {sig!r}")
+        data = periodic_data(sig)
+        schedule = Periodic(name, cron=cron, every=every, data=data, tz=tz)
+        if any(s.name == name for s in self.schedules):
+            raise ConfigurationError(f"two periodic entries are named {name!r}")
+        self.schedules.append(schedule)
+        return schedule
+
+    @property
+    def queues(self) -> list[str]:
+        """Every queue the app's tasks and raw handlers name, in registration order."""
+        names = [t.queue for t in self.tasks.values()] + list(self.raw_handlers)
+        return list(dict.fromkeys(names)) or [self.queue]
+
+    def check_queue(self, queue: str) -> str:
+        return check_queue_name(queue)
+
+    # -- running (the worker's side) --------------------------------------------------------
+
+    def dispatcher(self) -> Dispatcher:
+        """The dispatcher over the tasks registered so far (rebuilt after a registration)."""
+        if self._dispatcher is None:
+            from gq.dispatch import Dispatcher
+
+            self._dispatcher = Dispatcher(self.tasks, self.raw_handlers, self.server_now)
+        return self._dispatcher
+
+    def _forget_dispatcher(self) -> None:
+        self._dispatcher = None
+
+    @property
+    def plan(self) -> Callable[[Job], Plan]:
+        """``plan(job)``: how a worker runs ``job`` (gq.dispatch); a consumer given the app
+        calls it for every job. The dispatcher's own method, so that a job costs no call
+        through the app."""
+        return self.dispatcher().plan
+
+    def __call__(self, job: Job) -> object:
+        """Run one job here (a byte handler's signature; the consumer uses ``plan``)."""
+        return self.plan(job).run()
+
+    # -- enqueueing (the producer's side) ------------------------------------------------
+
+    def connect(
+        self, url: str | None = None, client: Any | None = None, aclient: Any | None = None
+    ) -> None:
+        """Reach Redis through ``url`` or ``client`` (and ``aclient``) from now on
+        (gq-worker gives an app without one its ``--url``; gq.testing an embedded server)."""
+        self.url, self._client, self._aclient = url, client, aclient
+        self._stores.clear()
+        self._astores.clear()
+        self._offset = None
+
+    def connection(self) -> tuple[str | None, Any | None, Any | None]:
+        """The ``url``, ``client`` and ``aclient`` the app reaches Redis with."""
+        return self.url, self._client, self._aclient
+
+    def connected(self) -> bool:
+        """Whether the app was given a way to reach Redis."""
+        return self.url is not None or self._client is not None
+
+    def enqueued_queues(self) -> list[str]:
+        """The queues this app has enqueued to since it was (re)connected."""
+        return list(self._stores)
+
+    def _store(self, queue: str) -> tuple[TaskQueue, ProducerCore]:
+        store = self._stores.get(queue)
+        if store is None:
+            client = (
+                self._client
+                if self._client is not None
+                else next((q.client for q, _ in self._stores.values()), None)
+            )
+            client = resolve_client(self.url, client)
+            store = self._stores[queue] = (
+                TaskQueue(client, queue),
+                ProducerCore(queue, self.max_message_bytes),
+            )
+        return store
+
+    def server_now(self) -> float:
+        """The Redis server's time (read once, then carried on the monotonic clock)."""
+        offset = self._offset
+        if offset is None or time.monotonic() - offset[1] > CLOCK_REFRESH:
+            server = self._store(self.queue)[0].server_time()
+            offset = self._offset = (server - time.monotonic(), time.monotonic())
+        return time.monotonic() + offset[0]
+
+    def _enqueue(self, call: Call[Any, Any], calls: Iterable[Any]) -> list[Result[Any]]:
+        clock = self.server_now if self.eager is None else time.time
+        batch = enqueuer.Batch(call, list(calls), clock)
+        if self.eager is not None:
+            return self.eager(batch)
+        queue, core = self._store(call.queue)
+        return enqueuer.write(queue, core, batch)
+
+    async def _aenqueue(self, call: Call[Any, Any], calls: Iterable[Any]) -> list[Result[Any]]:
+        batch = enqueuer.Batch(call, list(calls), time.time)
+        if self.eager is not None:
+            return self.eager(batch)
+        return await enqueuer.awrite(self._astore(call.queue), self._store_core(call), batch)
+
+    def _store_core(self, call: Call[Any, Any]) -> ProducerCore:
+        return ProducerCore(call.queue, self.max_message_bytes)
+
+    def _astore(self, queue: str) -> AsyncRedisQueue:
+        store = self._astores.get(queue)
+        if store is None:
+            from gq.aio import client_from_url
+            from gq.store.aio import AsyncRedisQueue
+
+            if self._aclient is None and self.url is None:
+                raise ConfigurationError(
+                    "aenqueue needs gq.App(url=...) or aclient= (a redis.asyncio client)"
+                )
+            if self._aclient is None:
+                self._aclient = client_from_url(self.url)
+            store = self._astores[queue] = AsyncRedisQueue(self._aclient, queue)
+        return store
+
+    def __repr__(self) -> str:
+        return f"<gq.App queues={','.join(self.queues)} tasks={len(self.tasks)}>"
+
+
+def periodic_data(sig: Signature[Any]) -> bytes:
+    """The envelope of a periodic entry's job: its task's options, but ``expires`` and
+    ``unique_for``, which are relative to an enqueue and so have no meaning in data
+    written once for every occurrence."""
+    from gq import envelope
+    from gq.taskopts import wire
+
+    task = sig.task
+    binds = task.binder.check(sig.args, sig.kwargs)
+    if binds is not None:
+        raise TypeError(f"task {task.name}: the arguments do not bind: {binds}")
+    options = TaskOptions(
+        retries=task.options.retries, backoff=task.options.backoff, timeout=task.options.timeout
+    )
+    return envelope.encode(task.name, sig.args, sig.kwargs, wire(options, time.time, None))

@@ -1,0 +1,121 @@
+"""Writing task jobs: envelopes built and checked, then stored by the producer's scripts
+(``push``, ``schedule``) or, for a task with ``unique_for``, by ``push_unique``.
+
+Every call of a batch is checked (arguments bind, values encode, size) before the first
+is written, so a refused batch writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Callable
+
+from gq import envelope
+from gq.errors import JobAlreadyExistsError
+from gq.job import Job
+from gq.producer import ProducerCore, _seconds, _unix_time
+from gq.results import Result
+from gq.taskopts import lock_name, wire
+
+if TYPE_CHECKING:
+    from gq.store.aio import AsyncRedisQueue
+    from gq.store.tasks import TaskQueue
+    from gq.task import Call
+
+Calls = Sequence[tuple[Sequence[Any], dict[str, Any]]]
+_uuid4 = uuid.uuid4
+
+
+class Batch:
+    """The jobs of one enqueue call, built and checked, with how to store them."""
+
+    __slots__ = ("call", "jobs", "locks", "mode", "at")
+
+    def __init__(self, call: Call[Any, Any], calls: Calls, now: Callable[[], float]) -> None:
+        self.call = call
+        self.mode, self.at = _timing(call)
+        self.jobs: list[Job] = []
+        self.locks: list[str | None] = []
+        task = call.task
+        options = call.options
+        name, check, headers = task.name, task.binder.check, call.headers
+        varying = options.expires is not None or options.unique_for is not None
+        fixed = None if varying else wire(options, now, None)
+        if call.id is not None and len(calls) > 1:
+            raise TypeError("using(id=...) names one job: enqueue it with enqueue(), not many")
+        for args, kwargs in calls:
+            why = check(args, kwargs)
+            if why is not None:
+                raise TypeError(f"task {name}: the arguments do not bind: {why}")
+            lock = lock_name(name, options, args, kwargs) if varying else None
+            opts = fixed if fixed is not None else wire(options, now, lock)
+            data = envelope.encode(name, args, kwargs, opts, headers)
+            self.jobs.append(Job(call.id or str(_uuid4()), data))
+            self.locks.append(lock)
+
+    def messages(self, core: ProducerCore) -> list[bytes]:
+        """Each job's message (``MessageTooLargeError`` before anything is written)."""
+        ready_at = self.at if self.mode == "at" else time.time() + self.at
+        encode = core._encode
+        return [encode(job, ready_at) for job in self.jobs]
+
+    def results(self, replies: Sequence[bool | str]) -> list[Result[Any]]:
+        """A Result per job: the new job, or the unfinished one holding its lock."""
+        queue, name = self.call.queue, self.call.task.name
+        refused = [job for job, reply in zip(self.jobs, replies) if reply is False]
+        if refused:
+            raise JobAlreadyExistsError(refused[0], refused)
+        return [
+            Result(job.id if reply is True else str(reply), queue, name)
+            for job, reply in zip(self.jobs, replies)
+        ]
+
+    def unique_entries(self, messages: list[bytes]) -> list[Any]:
+        ttl = self.call.options.unique_for
+        assert ttl is not None
+        return [
+            (job.id, message, self.at, lock, ttl)
+            for job, message, lock in zip(self.jobs, messages, self.locks)
+        ]
+
+
+def _timing(call: Call[Any, Any]) -> tuple[str, float]:
+    """("now", 0), ("at", unix seconds) or ("after", seconds on the Redis clock)."""
+    if call.at is not None and call.after is not None:
+        raise TypeError("using(): give at= or after=, not both")
+    if call.at is not None:
+        return "at", _unix_time(call.at)
+    if call.after is not None:
+        return "after", _seconds(call.after)
+    return "now", 0.0
+
+
+def write(queue: TaskQueue, core: ProducerCore, batch: Batch) -> list[Result[Any]]:
+    """Store a built batch on ``queue``; its Results."""
+    if not batch.jobs:
+        return []
+    messages = batch.messages(core)
+    if batch.locks[0] is not None:
+        return batch.results(queue.push_unique(batch.unique_entries(messages), batch.mode))
+    ids = [job.id for job in batch.jobs]
+    if batch.mode == "now":
+        return batch.results(queue.push(list(zip(ids, messages))))
+    entries = [(id_, message, batch.at) for id_, message in zip(ids, messages)]
+    return batch.results(queue.schedule(entries, relative=batch.mode == "after"))
+
+
+async def awrite(queue: AsyncRedisQueue, core: ProducerCore, batch: Batch) -> list[Result[Any]]:
+    """``write``, awaited on a ``redis.asyncio`` client."""
+    if not batch.jobs:
+        return []
+    messages = batch.messages(core)
+    if batch.locks[0] is not None:
+        entries = batch.unique_entries(messages)
+        return batch.results(await queue.push_unique(entries, batch.mode))
+    ids = [job.id for job in batch.jobs]
+    if batch.mode == "now":
+        return batch.results(await queue.push(list(zip(ids, messages))))
+    entries = [(id_, message, batch.at) for id_, message in zip(ids, messages)]
+    return batch.results(await queue.schedule(entries, relative=batch.mode == "after"))

@@ -1,0 +1,68 @@
+"""How the processor runs one job of a dispatcher (``gq.App``): the ``Plan``.
+
+A handler given to a consumer is a plain byte handler (``Callable[[gq.Job], object]``,
+the fast path: no Plan per job) or a dispatcher, an object with ``plan(job) -> Plan``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from gq.backoff import backoff
+from gq.errors import Kill, Retry
+from gq.options import ConsumerOptions
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One job's run: ``run()`` returns its result; the None fields fall back to the
+    consumer's ``job_timeout``, ``job_max_attempts`` and ``job_max_backoff``."""
+
+    run: Callable[[], object]
+    timeout: float | None = None
+    max_attempts: int | None = None
+    max_backoff: float | None = None
+    task: str = ""
+
+    # Kept by @dataclass (it adds no __init__ to a class that has one): one dict update
+    # instead of a frozen dataclass's five object.__setattr__ calls, half the cost of a
+    # Plan, which a dispatcher builds for every job.
+    def __init__(
+        self,
+        run: Callable[[], object],
+        timeout: float | None = None,
+        max_attempts: int | None = None,
+        max_backoff: float | None = None,
+        task: str = "",
+    ) -> None:
+        self.__dict__.update(
+            run=run, timeout=timeout, max_attempts=max_attempts, max_backoff=max_backoff,
+            task=task,
+        )  # fmt: skip
+
+
+def retry_delay(
+    attempt: int, exc: BaseException, plan: Plan | None, opts: ConsumerOptions
+) -> float | None:
+    """When a job that failed on ``attempt`` runs again (seconds from now), or None
+    when it goes to dead: ``gq.Kill``, or no attempts left (the Plan's, else the
+    consumer's). ``gq.Retry(after=)`` sets the delay, else the jittered backoff."""
+    if isinstance(exc, Kill):
+        return None
+    planned = None if plan is None else plan.max_attempts
+    if attempt >= (opts.job_max_attempts if planned is None else planned):
+        return None
+    if isinstance(exc, Retry) and exc.after is not None:
+        return exc.after
+    cap = opts.job_max_backoff if plan is None or plan.max_backoff is None else plan.max_backoff
+    return backoff(attempt, cap)
+
+
+def describe(exc: BaseException) -> str:
+    """A failure as stored with its job: ``gq.Kill``'s reason as it is, else the
+    exception's type and text."""
+    if isinstance(exc, Kill):
+        return exc.reason
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

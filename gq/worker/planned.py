@@ -1,0 +1,77 @@
+"""The processor's runs of a dispatcher's jobs (``gq.App``): the ``Plan`` of each job
+says what to run, and its timeout, attempts and backoff. A mixin of
+``gq.worker.processor.Processor``, whose state it shares; a byte handler's jobs never
+come here (their fast path allocates no Plan)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import gevent
+
+from gq.job import Job
+from gq.worker.call import Plan
+from gq.worker.handler_checks import GreenletExitRaised, refuse_awaitable
+
+if TYPE_CHECKING:
+    from gq.options import ConsumerOptions
+    from gq.worker.acker import Acker
+
+
+def planner_of(handler: object) -> Callable[[Job], Plan] | None:
+    """The ``plan`` of a dispatcher (an object with ``plan(job) -> Plan``), else None:
+    a byte handler takes the fast path."""
+    planner: Callable[[Job], Plan] | None = getattr(handler, "plan", None)
+    return planner
+
+
+class PlannedRuns:
+    """``_execute_planned``, with the Processor's attributes it reads."""
+
+    _opts: ConsumerOptions
+    recorders: dict[str, Any]  # (gq.worker.recorder.Recorder)
+    acker: Acker
+    stats: Any
+
+    _abandoned: bool
+
+    def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> object:
+        raise NotImplementedError  # the Processor's
+
+    def _finished_badly(
+        self,
+        job: Job,
+        slot: Any,
+        began: float,
+        timed: float,
+        exc: BaseException,
+        plan: Plan | None = None,
+    ) -> None:
+        raise NotImplementedError  # the Processor's
+
+    def _execute_planned(self, job: Job, planner: Callable[[Job], Plan], slot: Any) -> None:
+        """``execute`` for a dispatcher's job: the Plan says what to run, and its
+        timeout, attempts and backoff (None: the consumer's)."""
+        timed = job.sample_weight
+        began = self.recorders[job.queue].started(job) if timed else 0.0
+        slot.job = job
+        plan = None
+        try:
+            plan = planner(job)  # (a raw handler's plan runs on a copy of the job)
+            timeout = self._opts.job_timeout if plan.timeout is None else plan.timeout
+            result = self._run_with_timeout(timeout, plan.run) if timeout else plan.run()
+            if result is not None:
+                refuse_awaitable(result)
+        except gevent.GreenletExit:
+            if self._abandoned:
+                raise  # a forced stop: the job stays in flight for another consumer
+            # A task (or a library it called) raised it: a failed attempt, as for a handler.
+            self._finished_badly(job, slot, began, timed, GreenletExitRaised(), plan)
+        except BaseException as exc:  # noqa: BLE001 - the task's failure, whatever it raised
+            self._finished_badly(job, slot, began, timed, exc, plan)
+        else:
+            slot.job = None
+            if timed:
+                self.recorders[job.queue].finished(job, began)
+            self.stats.done += 1
+            self.acker.add(job)
