@@ -12,6 +12,7 @@ import gevent
 import pytest
 
 import gq
+from tests import helpers
 from tests.helpers import (
     Backend,
     FakeBackend,
@@ -30,11 +31,44 @@ pytest_plugins = ["pytester"]  # tests/test_infra.py runs an inner session to ch
 DEFAULT_TIMEOUT = float(os.environ.get("GQ_TEST_TIMEOUT", "60"))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backend", choices=("all", "fake"), default="all",
+        help="fake: deselect every test that needs a real Redis (the fast run on other "
+        "Pythons); a test that reaches for one anyway fails instead of passing unseen",
+    )  # fmt: skip
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    helpers.FAKE_ONLY = config.getoption("--backend") == "fake"
     config.addinivalue_line(
         "markers",
         "timeout(seconds): limit for each of setup, call and teardown of a test "
         f"(default {DEFAULT_TIMEOUT:g}; 0 or None = no limit); enforced with gevent.Timeout",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``--backend=fake``, deselect (reported as such, never counted as passed) the
+    tests that need a real Redis."""
+    if not helpers.FAKE_ONLY:
+        return
+    real = [item for item in items if needs_real_redis(item)]
+    if real:
+        config.hook.pytest_deselected(items=real)
+        chosen = set(map(id, real))
+        items[:] = [item for item in items if id(item) not in chosen]
+
+
+def needs_real_redis(item: pytest.Item) -> bool:
+    """A ``real`` parametrization (the ``backend`` fixture's, test_aio's), the
+    ``redis_server`` fixture, or the ``real_redis`` marker (servers and processes of its
+    own). Anything else that starts one fails under ``--backend=fake`` (tests/helpers.py)."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "real" in callspec.params.values():
+        return True
+    return "redis_server" in getattr(item, "fixturenames", ()) or bool(
+        item.get_closest_marker("real_redis")
     )
 
 
@@ -100,6 +134,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, None]:
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """The real Redis: GQ_TEST_REDIS_URL, else 127.0.0.1:6379, else a redis-server we start."""
+    if helpers.FAKE_ONLY:
+        helpers.start_redis_server("")  # fails the test, saying how to mark it
     url = os.environ.get("GQ_TEST_REDIS_URL")
     if url:
         server = RedisServer.from_url(url)

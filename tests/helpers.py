@@ -32,6 +32,8 @@ T = TypeVar("T")
 
 #: Pass as ``retry=`` to make a client fail on the first error instead of retrying.
 NO_RETRY = Retry(NoBackoff(), 0)
+#: Set by tests/conftest.py under ``--backend=fake``: then nothing may start a real Redis.
+FAKE_ONLY = False
 
 
 # --------------------------------------------------------------------------- waiting
@@ -249,6 +251,12 @@ def free_port() -> int:
 
 def start_redis_server(workdir: str) -> tuple[subprocess.Popen[bytes], RedisServer]:
     """Start a throwaway ``redis-server`` on a free port; fail the tests if there is none."""
+    if FAKE_ONLY:
+        pytest.fail(
+            "this test needs a real Redis but runs under --backend=fake: mark it "
+            "@pytest.mark.real_redis (tests/conftest.py deselects those)",
+            pytrace=False,
+        )
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.fail(

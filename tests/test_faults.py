@@ -28,7 +28,7 @@ from tests.fault_handlers import POISON_EXIT, RECORDER
 from tests.faults import FAST, SOAK_SECONDS, Fleet, Server, count, report
 from tests.helpers import TcpProxy, stays_true, wait_until
 
-pytestmark = pytest.mark.timeout(90 + SOAK_SECONDS)
+pytestmark = [pytest.mark.timeout(90 + SOAK_SECONDS), pytest.mark.real_redis]
 
 Make = Callable[..., tuple[Server, Fleet]]
 

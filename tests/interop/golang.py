@@ -1,8 +1,9 @@
 """The real curlyq, built from ``../shared/go`` into small programs the tests run.
 
-``tests/interop/go/`` holds three main packages built in GOPATH mode against the shared
-tree (its README): ``producer``, ``consumer`` (can fail every k-th job, writes one JSON
-line per job it handled) and ``dump`` (``Q:data`` as curlyq decodes it). Go's build cache
+``tests/interop/go/`` holds main packages built in GOPATH mode against the shared tree
+(its README): ``producer``, ``consumer`` (can fail every k-th job, writes one JSON line
+per job it handled), ``dump`` (``Q:data`` as curlyq decodes it), and on the project's
+go/gqtask ``taskproducer`` and ``taskconsumer`` (gq tasks from and for Go). Go's build cache
 lives outside the repository (``GQ_INTEROP_CACHE``, else ``$XDG_CACHE_HOME/gq-interop`` or
 ``~/.cache/gq-interop``); the binaries go to the session's temporary directory.
 
@@ -27,8 +28,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = Path(__file__).resolve().parent / "go"
-PROGRAMS = ("producer", "consumer", "dump")
+PROGRAMS = ("producer", "consumer", "dump", "taskproducer", "taskconsumer")
 CURLYQ = "src/github.com/mcmathja/curlyq"
+GQTASK = ROOT / "go" / "gqtask"  # the project's Go package, imported as "gqtask"
 
 
 def shared_go_tree() -> Path:
@@ -52,16 +54,28 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def build(out: Path) -> Path:
-    """Build the three programs into ``out``; return ``out``."""
+def go_env(workdir: Path) -> tuple[str, dict[str, str]]:
+    """``go`` and its environment: GOPATH mode, offline, the shared tree plus a GOPATH of
+    ``workdir`` whose ``src/gqtask`` is go/gqtask (so programs import "gqtask")."""
     go = shutil.which("go")
     if go is None:
         unavailable("`go` is not installed (apt-get install -y golang-go)")
     tree = shared_go_tree()
     if not (tree / CURLYQ).is_dir():
         unavailable(f"the curlyq source tree is missing: {tree / CURLYQ} (set GQ_SHARED_DIR)")
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(tree), "CGO_ENABLED": "0",
-           "GOCACHE": str(cache_dir() / "go-build"), "GOFLAGS": ""}  # fmt: skip
+    (workdir / "src").mkdir(parents=True, exist_ok=True)
+    link = workdir / "src" / "gqtask"
+    if not link.exists():
+        link.symlink_to(GQTASK, target_is_directory=True)
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": f"{workdir}{os.pathsep}{tree}",
+           "CGO_ENABLED": "0", "GOCACHE": str(cache_dir() / "go-build"), "GOFLAGS": "",
+           "GOPROXY": "off"}  # fmt: skip
+    return str(go), env
+
+
+def build(out: Path) -> Path:
+    """Build the programs into ``out``; return ``out``."""
+    go, env = go_env(out / "gopath")
     packages = [f"./{(SOURCES / name).relative_to(ROOT)}" for name in PROGRAMS]
     proc = subprocess.run([go, "build", "-o", f"{out}/", *packages], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -91,6 +105,15 @@ class Curlyq:
     def consumer(self, workdir: Path, queue: str, *flags: str) -> GoConsumer:
         return GoConsumer(self, workdir, queue, flags)
 
+    def produce_task(self, queue: str, *flags: str) -> tuple[str, bytes]:
+        """One task enqueued by taskproducer (go/gqtask): its id and its Data."""
+        job_id, data = self._run("taskproducer", "-queue", queue, *flags).split()
+        return job_id, bytes.fromhex(data)
+
+    def task_consumer(self, workdir: Path, queue: str, *flags: str) -> GoConsumer:
+        """taskconsumer: a curlyq consumer serving tasks with a gqtask.Router."""
+        return GoConsumer(self, workdir, queue, flags, program="taskconsumer")
+
     def _run(self, program: str, *args: str) -> str:
         proc = subprocess.run([str(self.bin / program), "-addr", self.addr, *args],
                               capture_output=True, text=True, timeout=60)  # fmt: skip
@@ -101,13 +124,16 @@ class Curlyq:
 class GoConsumer:
     """A curlyq consumer process; what it handled is read back from its JSON lines."""
 
-    def __init__(self, tools: Curlyq, workdir: Path, queue: str, flags: Sequence[str]) -> None:
+    def __init__(self, tools: Curlyq, workdir: Path, queue: str, flags: Sequence[str],
+                 program: str = "consumer") -> None:  # fmt: skip
         name = uuid.uuid4().hex[:6]
-        self.records_path = workdir / f"go-consumer-{name}.jsonl"
-        self.log_path = workdir / f"go-consumer-{name}.log"
-        # A 1 s poll (curlyq's floor) so that a graceful stop does not wait out 5 s of BRPOPLPUSH.
-        command = [str(tools.bin / "consumer"), "-addr", tools.addr, "-queue", queue,
-                   "-out", str(self.records_path), "-poll-duration", "1s", *flags]  # fmt: skip
+        self.records_path = workdir / f"go-{program}-{name}.jsonl"
+        self.log_path = workdir / f"go-{program}-{name}.log"
+        # A 1 s poll (curlyq's floor) so that a graceful stop does not wait out 5 s of
+        # BRPOPLPUSH (taskconsumer sets it itself).
+        poll = ["-poll-duration", "1s"] if program == "consumer" else []
+        command = [str(tools.bin / program), "-addr", tools.addr, "-queue", queue,
+                   "-out", str(self.records_path), *poll, *flags]  # fmt: skip
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
@@ -118,7 +144,8 @@ class GoConsumer:
         lines = self.records_path.read_text().splitlines()
         records = [json.loads(line) for line in lines if line.endswith("}")]
         for record in records:
-            record["data"] = base64.b64decode(record.get("data") or "")
+            data = record.get("data") or ""
+            record["data"] = bytes.fromhex(data) if "task" in record else base64.b64decode(data)
         return records
 
     @property
