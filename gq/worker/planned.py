@@ -16,6 +16,7 @@ from gq.worker.handler_checks import GreenletExitRaised, refuse_awaitable
 if TYPE_CHECKING:
     from gq.options import ConsumerOptions
     from gq.worker.acker import Acker
+    from gq.worker.recorder import Recorder
 
 
 def planner_of(handler: object) -> Callable[[Job], Plan] | None:
@@ -29,7 +30,7 @@ class PlannedRuns:
     """``_execute_planned``, with the Processor's attributes it reads."""
 
     _opts: ConsumerOptions
-    recorders: dict[str, Any]  # (gq.worker.recorder.Recorder)
+    recorders: dict[str, Recorder]
     acker: Acker
     stats: Any
 

@@ -85,9 +85,7 @@ class Processor(PlannedRuns):
         self._planner = planner_of(handler)
         # One per queue (its jobs' outcomes); the handlers and the buffer are the consumer's,
         # read by the first queue's only, so that the gauges per queue add up.
-        self.recorders: dict[str, Recorder] = (
-            recorders if recorders is not None else {q: Recorder(q) for q in queues}
-        )
+        self.recorders = recorders if recorders is not None else {q: Recorder(q) for q in queues}
         self._first = next(iter(queues))
         self.recorder.watch(self)
         self._on_fatal = on_fatal
