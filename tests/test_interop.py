@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ import gq
 from gq import job as jobs
 from gq.store.keys import QueueKeys
 from tests.cli_support import ADMIN, WORKER, env_for, run
-from tests.helpers import RedisServer, start_redis_server, stop_process, wait_until
+from tests.helpers import RedisServer, wait_until
+from tests.interop.fixtures import curlyq, direct, queue, server  # noqa: F401 - fixtures
 from tests.interop.golang import Curlyq, GoConsumer, build
 from tests.interop.inprocess import consuming
 
@@ -36,35 +36,6 @@ pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = [sys.executable, "-m", "tests.fault_worker"]  # gq-worker without option floors
 HANDLER = "tests.interop.handlers:record"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A redis-server of this module's own: curlyq reaches only database 0 without a
-    password, and the custodians of both sides scan the whole consumers set."""
-    proc, started = start_redis_server(str(tmp_path_factory.mktemp("interop-redis")))
-    try:
-        yield started
-    finally:
-        stop_process(proc)
-
-
-@pytest.fixture(scope="module")
-def curlyq(server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Curlyq:
-    # Built once per module; Go's cache (outside the repository) makes later builds quick.
-    return Curlyq(build(tmp_path_factory.mktemp("curlyq-bin")), f"{server.host}:{server.port}")
-
-
-@pytest.fixture
-def queue() -> str:
-    return f"interop-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def direct(server: RedisServer) -> Iterator[redis.Redis]:
-    client = server.client()
-    yield client
-    client.close()
 
 
 def idle(direct: redis.Redis, queue: str) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ import gq
 from gq import job as jobs
 from gq.store.keys import QueueKeys
 from tests.cli_support import WORKER, env_for
-from tests.helpers import RedisServer, start_redis_server, stop_process, wait_until
-from tests.interop.golang import GQTASK, Curlyq, build, go_env
+from tests.helpers import RedisServer, stop_process, wait_until
+from tests.interop.fixtures import curlyq, direct, queue, server  # noqa: F401 - fixtures
+from tests.interop.golang import GQTASK, Curlyq, go_env
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.real_redis]
 
@@ -36,32 +36,6 @@ PAYLOAD = {"event": "paid", "items": [1, 2.5, None, True], "nested": {"deep": {"
 GO_ARGS = ["https://example.com/hook", PAYLOAD]
 GO_KWARGS = {"tenant": "acme", "blob": b"\x00\x01\xff", "when": WHEN}
 TRACE = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    proc, started = start_redis_server(str(tmp_path_factory.mktemp("tasks-redis")))
-    try:
-        yield started
-    finally:
-        stop_process(proc)
-
-
-@pytest.fixture(scope="module")
-def curlyq(server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Curlyq:
-    return Curlyq(build(tmp_path_factory.mktemp("curlyq-bin")), f"{server.host}:{server.port}")
-
-
-@pytest.fixture
-def queue() -> str:
-    return f"tasks-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def direct(server: RedisServer) -> Iterator[redis.Redis]:
-    client = server.client()
-    yield client
-    client.close()
 
 
 @pytest.fixture
