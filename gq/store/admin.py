@@ -240,7 +240,8 @@ class QueueAdmin(ScriptedQueue):
         batches = [[part for job_id in chunk for part in (job_id, b"")] for chunk in chunks(ids)]
         if not batches:
             return []
-        keys = [self.keys.scheduled, self.keys.data, self.keys.active, self.keys.signal]
+        # retry_dead.lua's keys, the scheduled set in place of the dead one.
+        keys = [self.keys.scheduled, *self.keys.retry_dead_keys[1:]]
         replies = self._run_batches("retry_dead", keys, batches)
         return [bool(flag) for reply in replies for flag in reply]
 
