@@ -6,6 +6,8 @@ import importlib
 import logging as _logging
 from typing import TYPE_CHECKING, Any
 
+from gq.version import __version__ as __version__
+
 if TYPE_CHECKING:
     from gq.app import App
     from gq.dispatch import CurrentJob, current_job
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
     from gq.task import Signature, Task
     from gq.worker.consumer import Consumer
 
-__version__ = "0.1.0"
 
 __all__ = [
     "AckJobError",

@@ -206,6 +206,9 @@ class WorkerCollector:
 
     def __init__(self) -> None:
         self.recorders: list[PrometheusRecorder] = []
+        # (first queue, the consumer's handlers running and jobs buffered): the gauges
+        # are a consumer's, shown whole under its first queue so that a sum counts each once.
+        self.gauges: list[tuple[str, Callable[[], tuple[int, int]]]] = []
         self.hub_blocked = 0.0
 
     def on_event(self, event: object) -> None:
@@ -219,7 +222,7 @@ class WorkerCollector:
 
     def collect(self) -> Iterator[Any]:
         core = prometheus().core
-        by_queue = _merge(self.recorders)
+        by_queue = _merge(self.recorders, self.gauges)
         jobs_ = core.CounterMetricFamily(
             JOBS, "Jobs finished, by outcome", labels=["queue", "outcome"]
         )
@@ -255,16 +258,22 @@ class _Merged:
         for outcome, count in recorder.totals.items():
             self.totals[outcome] += count
         self.recoveries += recorder.recoveries
-        self.running += recorder.running()
-        self.buffered += recorder.buffered()
         self.duration.add(recorder.duration)
         self.wait.add(recorder.wait)
 
 
-def _merge(recorders: Iterable[PrometheusRecorder]) -> dict[str, _Merged]:
+def _merge(
+    recorders: Iterable[PrometheusRecorder],
+    gauges: Iterable[tuple[str, Callable[[], tuple[int, int]]]],
+) -> dict[str, _Merged]:
     merged: dict[str, _Merged] = {}
     for recorder in recorders:
         merged.setdefault(recorder.queue, _Merged()).add(recorder)
+    for queue, read in gauges:
+        running, buffered = read()
+        into = merged.setdefault(queue, _Merged())
+        into.running += running
+        into.buffered += buffered
     return merged
 
 
@@ -295,6 +304,7 @@ def enable(consumer: Consumer, *, histograms: bool = True) -> PrometheusRecorder
         recorder = PrometheusRecorder(name, histograms=histograms)
         consumer.recorders[name] = recorder
         collector.recorders.append(recorder)
+    collector.gauges.append((consumer.queue, consumer.gauges))
     return cast(PrometheusRecorder, consumer.recorder)
 
 

@@ -158,12 +158,9 @@ def test_running_is_the_consumers_under_each_queue_and_the_cpu_read_once(
     names = [f"{backend.queue}-a", f"{backend.queue}-b"]
     recorders = {name: Recorder(name) for name in names}
 
-    class Busy:
-        running = 4
-
-    recorders[names[0]].watch(Busy())  # type: ignore[arg-type]
     queues = {name: BothSides(backend.client(), name) for name in names}
-    reporter = Reporter(queues, "c1", ConsumerOptions(), recorders, "test")  # type: ignore[arg-type]
+    reporter = Reporter(queues, "c1", ConsumerOptions(), recorders, "test",  # type: ignore[arg-type]
+                        running=lambda: 4)  # fmt: skip
     readings: list[int] = []
 
     def usage() -> tuple[int, float]:

@@ -265,7 +265,7 @@ def test_the_processor_times_the_jobs_decode_picked_and_counts_them_by_weight(
     monkeypatch.setattr(jobs, "_gap", lambda: 4)  # pick the 4th, 8th, ... job decoded
     jobs.sample(4)
     consumer = gq.Consumer(backend.queue, client=backend.client(), processor_concurrency=1)
-    consumer.recorder = recorder
+    consumer.recorders[backend.queue] = recorder
     done: list[str] = []
     gq.Producer(backend.queue, client=backend.client()).perform_many(
         [gq.Job(id=f"j{i}") for i in range(16)]  # the producer writes ReadyAt
@@ -497,7 +497,9 @@ def test_a_consumer_of_two_queues_counts_each_job_under_its_own_queue(
 
     def handler(job: gq.Job) -> None:
         ran.append(job.id)
-        running.add((consumer.recorders[first].running(), consumer.recorders[second].running()))
+        scraped = parse(prometheus_client.generate_latest().decode())
+        running.add((value(scraped, "gq_handlers_running", queue=first),
+                     value(scraped, "gq_handlers_running", queue=second)))  # fmt: skip
         if len(ran) == 6:
             consumer.stop()
         if job.data == b"fail":

@@ -50,7 +50,10 @@ def round_(messages: list, mode: str) -> float:
         # (gq.metrics.SAMPLE_ABOVE jobs/s) only a sample of the jobs is timed.
         if mode not in _RECORDERS:
             _RECORDERS[mode] = metrics.PrometheusRecorder("bench", histograms=mode == "on")
-        processor.recorder = _RECORDERS[mode]
+        if hasattr(type(processor), "recorder"):  # gq before the re-cut of issue #15
+            processor.recorder = _RECORDERS[mode]
+        else:
+            processor.recorders["bench"] = _RECORDERS[mode]
     decode, execute, pending = jobs.decode, processor.execute, processor.acker._pending
     t0 = time.process_time()
     for start in range(0, N, BATCH):

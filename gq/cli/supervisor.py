@@ -45,9 +45,10 @@ from typing import Any
 
 from gq.backoff import backoff
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE, logs
-from gq.cli.common import CliError, open_queue, positive_int
+from gq.cli.common import CliError, open_queue
 from gq.cli.options import consumer_options
 from gq.cli.supervised import EXIT_RECYCLE, STOP_SIGNALS
+from gq.cli.worker_args import build_parser, load_handler, worker_queues
 from gq.errors import ConfigurationError
 from gq.options import ConsumerOptions
 from gq.store.connection import redact_url
@@ -64,50 +65,7 @@ KILL_AFTER = 10.0  # seconds between SIGQUIT (second signal) and SIGKILL
 TICK = 1.0  # the longest the loop sleeps without a signal
 
 
-PROCESSES_HELP = """\
-Run several worker processes under one supervisor (for handlers that need more
-than one core). Each child is a full consumer with its own id. The first signal
-stops every child gracefully, a second at once. The supervisor exits 0 when every
-child stopped cleanly, 2 or 3 as below before any child starts, 1 otherwise
-(including children that keep dying at start)."""
-
-
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("processes", PROCESSES_HELP)
-    group.add_argument(
-        "--processes",
-        type=positive_int,
-        metavar="N",
-        help="start N worker processes and restart any that dies; without it, "
-        "gq-worker runs one consumer in this process",
-    )
-    _add_recycling_flags(group)
-    # Set by the supervisor on its children's command lines only.
-    parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--child-slot", type=int, default=0, help=argparse.SUPPRESS)
-
-
-def _add_recycling_flags(group: argparse._ArgumentGroup) -> None:
-    """When a child is replaced by a fresh one (leaky handlers)."""
-    group.add_argument(
-        "--max-jobs-per-child",
-        type=positive_int,
-        metavar="N",
-        help="replace a child gracefully after it finished about N jobs (plus up to 10%% "
-        "jitter); needs --processes",
-    )
-    group.add_argument(
-        "--max-memory-per-child",
-        type=positive_int,
-        metavar="MB",
-        help="replace a child gracefully once its resident memory passes MB mebibytes "
-        "(checked every 2 s); needs --processes",
-    )
-
-
 def main(argv: list[str]) -> int:
-    from gq.cli.worker_cmd import build_parser
-
     args = build_parser().parse_args(argv)  # bad usage exits 2 here
     secrets = logs.url_secrets(args.url)
     logs.configure(args.log_level, args.log_format, secrets)
@@ -133,8 +91,6 @@ def _check(args: argparse.Namespace) -> list[str]:
 
     The handler is imported here, in a process that is not monkey-patched: the module
     only has to import and name a callable; it never runs here."""
-    from gq.cli.worker_cmd import load_handler
-
     if args.url.startswith("fakeredis:"):
         raise CliError(
             EXIT_USAGE, "--processes needs a Redis server: fakeredis:// lives in one process"
@@ -150,8 +106,6 @@ def _check(args: argparse.Namespace) -> list[str]:
 
 
 def _queue_names(args: argparse.Namespace, handler: object) -> list[str]:
-    from gq.cli.worker_cmd import worker_queues
-
     specs = worker_queues(args, handler)
     return [specs] if isinstance(specs, str) else list(specs)
 

@@ -15,7 +15,6 @@ from typing import Any, Callable
 import redis
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from gq import __version__
 from gq.dashboard import filters, pages
 from gq.dashboard.http import HTTPError, Request, Response, json_response, text_response
 from gq.dashboard.security import (
@@ -30,6 +29,7 @@ from gq.dashboard.security import (
 from gq.errors import ConfigurationError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.store.admin import QueueAdmin, registered_queues
+from gq.version import __version__
 
 log = logging.getLogger("gq.dashboard")
 

@@ -13,7 +13,7 @@ from gq.store.admin import QueueAdmin
 from gq.store.base import MAX_BATCH
 
 if TYPE_CHECKING:
-    from gq.dashboard.application import Dashboard
+    from gq.dashboard.site import Site
 
 # The queues page shows at most this many queues (each costs a few round trips).
 MAX_INDEX = 500
@@ -50,13 +50,13 @@ def _int_arg(request: Request, name: str, default: int, low: int, high: int) -> 
 # -- pages ---------------------------------------------------------------------------------
 
 
-def index(d: Dashboard, request: Request) -> Response:
+def index(d: Site, request: Request) -> Response:
     names = d.queue_names()
     rows = [model.summary(rq, d.consumer_timeout) for rq in d.handles(names[:MAX_INDEX])]
     return d.render(request, "queues.html", queues=rows, hidden=max(0, len(names) - MAX_INDEX))
 
 
-def queue(d: Dashboard, request: Request, name: str) -> Response:
+def queue(d: Site, request: Request, name: str) -> Response:
     rq = d.queue(name)
     return d.render(
         request,
@@ -69,7 +69,7 @@ def queue(d: Dashboard, request: Request, name: str) -> Response:
     )
 
 
-def consumers(d: Dashboard, request: Request, name: str) -> Response:
+def consumers(d: Site, request: Request, name: str) -> Response:
     rq = d.queue(name)
     return d.render(
         request,
@@ -79,15 +79,15 @@ def consumers(d: Dashboard, request: Request, name: str) -> Response:
     )
 
 
-def dead(d: Dashboard, request: Request, name: str) -> Response:
+def dead(d: Site, request: Request, name: str) -> Response:
     return _job_list(d, request, name, "dead")
 
 
-def scheduled(d: Dashboard, request: Request, name: str) -> Response:
+def scheduled(d: Site, request: Request, name: str) -> Response:
     return _job_list(d, request, name, "scheduled")
 
 
-def _job_list(d: Dashboard, request: Request, name: str, state: str) -> Response:
+def _job_list(d: Site, request: Request, name: str, state: str) -> Response:
     rq = d.queue(name)
     summary = model.summary(rq, d.consumer_timeout)
     page, per = _paging(request, summary[state])
@@ -121,7 +121,7 @@ def _message(request: Request) -> str | None:
     return template.format(n=_int_arg(request, "n", 0, 0, 10**9))
 
 
-def job(d: Dashboard, request: Request, name: str) -> Response:
+def job(d: Site, request: Request, name: str) -> Response:
     rq = d.queue(name)
     job_id = request.arg("id") or ""
     [message] = rq.messages([job_id]) if job_id else [None]
@@ -134,21 +134,21 @@ def job(d: Dashboard, request: Request, name: str) -> Response:
 # -- changes -------------------------------------------------------------------------------
 
 
-def dead_action(d: Dashboard, request: Request, name: str, verb: str) -> Response:
+def dead_action(d: Site, request: Request, name: str, verb: str) -> Response:
     rq = d.queue(name)
     operation = rq.delete_dead if verb == "delete" else _retry_dead(rq)
     done = _apply(request, rq, operation, "dead")
     return _after(request, name, "/dead", "deleted" if verb == "delete" else "retried", done)
 
 
-def scheduled_action(d: Dashboard, request: Request, name: str, verb: str) -> Response:
+def scheduled_action(d: Site, request: Request, name: str, verb: str) -> Response:
     rq = d.queue(name)
     operation = rq.delete_scheduled if verb == "delete" else rq.run_scheduled
     done = _apply(request, rq, operation, "scheduled")
     return _after(request, name, "/scheduled", "deleted" if verb == "delete" else "ran", done)
 
 
-def flow_action(d: Dashboard, request: Request, name: str, verb: str) -> Response:
+def flow_action(d: Site, request: Request, name: str, verb: str) -> Response:
     """Pause or resume the queue (read-only mode and the CSRF check came first)."""
     pause = verb == "pause"
     d.queue(name).set_paused(pause)
@@ -218,19 +218,19 @@ def segment_name(segment: str) -> str:
 # -- JSON, health, static ------------------------------------------------------------------
 
 
-def api_queues(d: Dashboard, request: Request) -> Response:
+def api_queues(d: Site, request: Request) -> Response:
     names = d.queue_names()[:MAX_INDEX]
     rows = [model.summary(rq, d.consumer_timeout) for rq in d.handles(names)]
     return json_response({"queues": rows})
 
 
-def api_queue(d: Dashboard, request: Request, name: str) -> Response:
+def api_queue(d: Site, request: Request, name: str) -> Response:
     rq = d.queue(name)
     summary = {**model.summary(rq, d.consumer_timeout), **model.flow(rq)}
     return json_response({**summary, "consumers": model.consumers(rq, d.consumer_timeout)})
 
 
-def api_view(d: Dashboard, request: Request, name: str, view: str) -> Response:
+def api_view(d: Site, request: Request, name: str, view: str) -> Response:
     rq = d.queue(name)
     if view == "consumers":
         return json_response({"consumers": model.consumers(rq, d.consumer_timeout)})
@@ -242,7 +242,7 @@ def api_view(d: Dashboard, request: Request, name: str, view: str) -> Response:
     return json_response({"jobs": rows, "page": page, "per": per})
 
 
-def metrics(d: Dashboard, request: Request) -> Response:
+def metrics(d: Site, request: Request) -> Response:
     """The queue gauges in Prometheus' text format (gq.metrics; the extra gq[metrics])."""
     from gq import metrics as gq_metrics
 
@@ -258,11 +258,11 @@ def metrics(d: Dashboard, request: Request) -> Response:
     return Response(200, body, client.CONTENT_TYPE_LATEST)
 
 
-def healthz(d: Dashboard, request: Request) -> Response:
+def healthz(d: Site, request: Request) -> Response:
     return text_response("ok") if d.redis_ok() else text_response("Redis unreachable", 503)
 
 
-def static(d: Dashboard, request: Request, file: str) -> Response:
+def static(d: Site, request: Request, file: str) -> Response:
     resource = resources.files("gq.dashboard").joinpath("static").joinpath(file)
     if not resource.is_file():
         raise HTTPError(404, "No such file.")

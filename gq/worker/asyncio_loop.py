@@ -121,14 +121,12 @@ class AsyncioLoop:
         task = asyncio.Task(_handed(awaitable, waiter, self._run_callback), loop=self.loop,
                             name=name)  # fmt: skip
         # The handler's job_timeout, for the watchdog to stop a coroutine that never awaits.
-        deadline = watchdog.DEADLINES.get(gevent.getcurrent())
-        if deadline is None:
+        if not watchdog.hand_over(gevent.getcurrent(), task):
             return self._outcome(task, waiter)
-        watchdog.DEADLINES[task] = deadline
         try:
             return self._outcome(task, waiter)
         finally:
-            del watchdog.DEADLINES[task]
+            watchdog.disarm(task)
 
     def _outcome(self, task: asyncio.Task[Any], waiter: Waiter) -> Any:
         self.selector.wake()

@@ -16,15 +16,15 @@ import os
 import socket
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 import redis
 
-import gq
 from gq.options import ConsumerOptions
 from gq.store.base import describe
 from gq.store.jobs import RedisQueue
+from gq.version import __version__
 from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.heartbeat")
@@ -44,8 +44,8 @@ def report_interval(opts: ConsumerOptions) -> float:
 class Reporter:
     """Writes one consumer's facts and history under each of its queues: ``beat`` every
     report interval and with each heartbeat, which also gives it the server's time.
-    ``recorders`` holds one ``Recorder`` per name of ``queues``, in the same order: the
-    first one also reads the consumer's handlers running."""
+    ``recorders`` holds one ``Recorder`` per name of ``queues``, in the same order;
+    ``running`` reads the consumer's handlers running."""
 
     def __init__(
         self,
@@ -54,12 +54,14 @@ class Reporter:
         opts: ConsumerOptions,
         recorders: Mapping[str, Recorder],
         context: str,
+        running: Callable[[], int] = lambda: 0,
     ) -> None:
         self._queues = queues
         self._names = list(queues)
         self._id = consumer_id
         self._opts = opts
         self._recorders = recorders
+        self._running = running
         self._context = context
         self._started_at = time.time()
         self._host = socket.gethostname()
@@ -109,10 +111,10 @@ class Reporter:
             "host": self._host,
             "pid": os.getpid(),
             "started_at": self._started_at,
-            "version": gq.__version__,
+            "version": __version__,
             "queues": self._names,
             "concurrency": opts.processor_concurrency,
-            "running": self._recorders[self._names[0]].running(),
+            "running": self._running(),
             "jobs_done": recorder.totals["done"],
             "jobs_failed": recorder.failures,
             "rss_bytes": usage[0],

@@ -5,6 +5,7 @@ come here (their fast path allocates no Plan)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 import gevent
@@ -37,9 +38,8 @@ class PlannedRuns:
     """``_execute_planned``, with the Processor's attributes it reads."""
 
     _opts: ConsumerOptions
-    recorders: dict[str, Recorder]
+    recorders: Mapping[str, Recorder]
     acker: Acker
-    stats: Any
 
     _abandoned: bool
 
@@ -82,5 +82,4 @@ class PlannedRuns:
             slot.job = None
             if timed:
                 self.recorders[job.queue].finished(job, began)
-            self.stats.done += 1
             self.acker.add(job)

@@ -40,6 +40,8 @@ from gq.store.jobs import (
     signalled,
     wait_for_any_signal,
 )
+from gq.worker.acker import Acker
+from gq.worker.ledger import Ledger
 from gq.worker.processor import Processor
 
 log = logging.getLogger("gq.poller")
@@ -84,9 +86,10 @@ class Prefetch:
     share it.
     """
 
-    def __init__(self, opts: ConsumerOptions, processor: Processor) -> None:
+    def __init__(self, opts: ConsumerOptions, processor: Processor, ledger: Ledger) -> None:
         self._opts = opts
         self._processor = processor
+        self._ledger = ledger
         self._rate = 0.0  # jobs finished per second, smoothed
         self._since = time.monotonic()
         self._finished = 0
@@ -108,8 +111,7 @@ class Prefetch:
         now = time.monotonic()
         elapsed = now - self._since
         if elapsed >= RATE_WINDOW:
-            stats = self._processor.stats
-            finished = stats.done + stats.failed
+            finished = self._ledger.finished()
             self._rate = _smooth(self._rate, (finished - self._finished) / elapsed)
             self._since, self._finished = now, finished
 
@@ -119,7 +121,9 @@ def _smooth(old: float, new: float) -> float:
 
 
 class Poller:
-    """Fetches jobs of ``sources`` for ``processor`` (see the module's docstring)."""
+    """Fetches jobs of ``sources`` for ``processor`` (see the module's docstring). The
+    acks pending in ``acker`` ride on its fetches (fetch.lua acknowledges, then takes);
+    ``ledger`` says which jobs this process holds."""
 
     def __init__(
         self,
@@ -128,14 +132,19 @@ class Poller:
         opts: ConsumerOptions,
         processor: Processor,
         context: str,
+        *,
+        acker: Acker,
+        ledger: Ledger,
     ) -> None:
         self._sources = list(sources)
         self._weighted = len({s.weight for s in sources}) > 1
         self._consumer_id = consumer_id
         self._opts = opts
         self._processor = processor
+        self._acker = acker
+        self._ledger = ledger
         self._context = context
-        self.prefetch = Prefetch(opts, processor)
+        self.prefetch = Prefetch(opts, processor, ledger)
         self.waiting = False  # in a wait that a stop may interrupt (no Redis write)
         self._isolate = False  # a suspect runs, or waits for the consumer to be idle
 
@@ -169,7 +178,7 @@ class Poller:
         wait = min(wait, *held) if held else wait
         if len(self._sources) == 1:
             only = self._sources[0]
-            if only.full and self._processor.frees_room():
+            if only.full and self._frees_room():
                 return only if self._wait_at_limit(only, wait) else None
             return only if only.more_ready or only.queue.wait_for_signal(wait) else None
         candidates = self._candidates(open_)
@@ -182,6 +191,11 @@ class Poller:
             return candidates[0]
         return random.choices(candidates, [s.weight for s in candidates])[0]
 
+    def _frees_room(self) -> bool:
+        """Whether a job runs, waits or is being acknowledged here: its end will make room
+        under a concurrency limit (``Acker.wait_to_carry``)."""
+        return bool(self._processor.running or self._processor.buffered() or self._acker.busy())
+
     def _wait_at_limit(self, source: Source, wait: float) -> bool:
         """At the limit: wait (at most ``wait``) for room, made here (then its acks ride on
         the fetch, freeing and refilling in one round trip) or by another consumer (the
@@ -191,7 +205,9 @@ class Poller:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            if self._processor.wait_to_carry(min(left, LIMIT_LOOK)):
+            # The room this consumer can count on first is its own jobs' when they finish:
+            # their acks then ride on the next fetch, freeing and refilling at once.
+            if self._acker.wait_to_carry(min(left, LIMIT_LOOK)):
                 return True
             if signalled([source.queue])[0]:
                 return True
@@ -202,18 +218,18 @@ class Poller:
         return [s for s, flag in zip(sources, flags) if flag or s.more_ready]
 
     def _fetch(self, source: Source) -> None:
-        processor = self._processor
+        acker = self._acker
         # Only the poller adds to the buffer, so its room can only grow until the put.
         count = min(self.prefetch.room(), MAX_BATCH)
         source.more_ready = False
         source.fetch_unsure = True  # until its jobs are buffered or discarded
-        carried = processor.carry_acks(source.name)
+        carried = acker.carry(source.name)
         try:
             fetched = self._fetch_registered(source, count, [job.id for job in carried])
         except BaseException:
-            processor.carried_acks(carried, None)  # the acker sends them again
+            acker.carried(carried, None)  # the acker sends them again
             raise
-        processor.carried_acks(carried, fetched.acked)
+        acker.carried(carried, fetched.acked)
         self.prefetch.measured()
         self._isolate = fetched.suspect
         # A batch cut short before a suspect leaves jobs behind it: look again at once. A
@@ -229,7 +245,8 @@ class Poller:
         """Fetch; when Redis no longer knows this consumer (it lost its data: a restart
         without persistence, a failover to an empty replica), register and fetch again at
         once rather than fail until the next heartbeat (fetch.lua refused before acking)."""
-        idle = self._processor.idle_once_carried()
+        # Idle once the acks this fetch carries are done (fetch.lua does them first).
+        idle = self._processor.quiet() and self._acker.only_carried()
         try:
             return source.queue.fetch(self._consumer_id, count, idle=idle, acks=acks)
         except redis.ResponseError as exc:
@@ -268,7 +285,7 @@ class Poller:
         and it is here, so no fetch is in flight; an id acknowledged meanwhile is not
         in the set any more, and requeue moves only what it still finds there."""
         queue = source.queue
-        stray = self._processor.stray(source.name, queue.inflight_ids(self._consumer_id))
+        stray = self._ledger.stray(source.name, queue.inflight_ids(self._consumer_id))
         if stray:
             count = queue.requeue(self._consumer_id, sorted(stray))
             log.warning("%s: a fetch's reply was lost; gave back %d job(s) of %s",

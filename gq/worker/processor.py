@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from inspect import isawaitable
 from types import CoroutineType
 from typing import Any, Callable, cast
@@ -37,25 +36,13 @@ from gq.worker import asyncio_loop, watchdog
 from gq.worker.acker import Acker, not_owned, persist
 from gq.worker.call import Plan, describe, retry_delay
 from gq.worker.handler_checks import GreenletExitRaised
+from gq.worker.ledger import Ledger
 from gq.worker.planned import PlannedRuns, planner_of
 from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.processor")
 
 Handler = Callable[[Job], object]
-
-
-@dataclass
-class Stats:
-    """Counters of one consumer run, read by the CLI's periodic report."""
-
-    done: int = 0
-    failed: int = 0
-    retried: int = 0
-    killed: int = 0
-    cancelled: int = 0
-    rate_limited: int = 0
-    started: float = field(default_factory=lambda: gevent.get_hub().loop.now())
 
 
 class Processor(PlannedRuns):
@@ -68,6 +55,9 @@ class Processor(PlannedRuns):
     jobs fetched but not started, at most ``poller_buffer_size`` of them. A worker takes
     a job and starts its handler without yielding in between, so a job is either in
     ``buffer`` (and given back at a graceful stop) or running.
+
+    The consumer hands it the ``ledger`` (held ids, outcome counts) and the ``acker``
+    (which the poller shares); built alone (tests, benchmarks), it makes its own.
     """
 
     def __init__(
@@ -78,18 +68,16 @@ class Processor(PlannedRuns):
         handler: Handler,
         on_fatal: Callable[[GQError], None],
         context: str,
-        recorders: dict[str, Recorder] | None = None,
+        ledger: Ledger | None = None,
+        acker: Acker | None = None,
     ) -> None:
         self._queues = queues
         self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
         self._planner = planner_of(handler)
-        # One per queue (its jobs' outcomes); the handlers and the buffer are the consumer's,
-        # read by the first queue's only, so that the gauges per queue add up.
-        self.recorders = recorders if recorders is not None else {q: Recorder(q) for q in queues}
-        self._first = next(iter(queues))
-        self.recorder.watch(self)
+        self._ledger = ledger or Ledger({name: Recorder(name) for name in queues})
+        self.recorders = self._ledger.recorders  # one per queue: its jobs' outcomes
         self._on_fatal = on_fatal
         self._context = context
         self.buffer: Queue[Job] = Queue()
@@ -98,31 +86,11 @@ class Processor(PlannedRuns):
         self._waiting = 0  # workers blocked on an empty buffer
         self._room = _set_event()  # set when the buffer has room for the poller
         self._quiet = _set_event()  # set when no handler runs
-        # Per queue (two may hold one id), the jobs held here: buffered, running, or waiting
-        # for their outcome's write (for Poller._reconcile after a lost reply, and cancels).
-        self.held: dict[str, set[str]] = {name: set() for name in queues}
         self._abandoned = False  # a forced stop: handlers are being killed
         # What each handler worker's handler runs now, for cancels.
         self._slots: dict[gevent.Greenlet, _Slot] = {}
-        self.acker = Acker(queues, consumer_id, opts, self._release, on_fatal, context)
-        self.stats = Stats()
-
-    @property
-    def recorder(self) -> Recorder:
-        """The first queue's recorder, which reads the handlers running and the buffer."""
-        return self.recorders[self._first]
-
-    @recorder.setter
-    def recorder(self, recorder: Recorder) -> None:
-        self.recorders[self._first] = recorder
-        recorder.watch(self)
-
-    def _release(self, done: list[Job]) -> None:
-        # A batch is of one queue: the acker groups them by queue, a fetch carries one's.
-        held = self.held[done[0].queue]
-        for job in done:
-            held.discard(job.id)
-        self.recorders[done[0].queue].done(len(done))
+        self.acker = acker or Acker(queues, consumer_id, opts, self._ledger.acked, on_fatal,
+                                    context)  # fmt: skip
 
     def buffered(self) -> int:
         """Jobs fetched and not started."""
@@ -135,21 +103,13 @@ class Processor(PlannedRuns):
             self._room.clear()
             self._room.wait()
 
-    def holds(self) -> bool:
-        """Whether this process holds any job."""
-        return any(self.held.values())
-
-    def stray(self, queue: str, owned: set[str]) -> set[str]:
-        """Of ``owned`` (``queue``'s in-flight set), the ids this process does not hold."""
-        return owned - self.held[queue]
-
     def put(self, jobs_: list[Job]) -> None:
         """Buffer fetched jobs (of one queue: one fetch's), and start workers for those no
         idle worker will take."""
         if not jobs_:
             return
         buffer = self.buffer
-        held = self.held[jobs_[0].queue]
+        held = self._ledger.held[jobs_[0].queue]
         for job in jobs_:
             held.add(job.id)
             buffer.put_nowait(job)
@@ -169,10 +129,6 @@ class Processor(PlannedRuns):
             worker.link(self._worker_ended)
             self.workers.append(worker)
             worker.start()
-
-    def run_acker(self) -> None:
-        """The acknowledging greenlet's body."""
-        self.acker.run()
 
     def abandon(self) -> list[gevent.Greenlet]:
         """The handler greenlets, for a forced stop to kill: from now on a GreenletExit
@@ -210,38 +166,17 @@ class Processor(PlannedRuns):
         for job in kept:
             self.buffer.put_nowait(job)
         for job in dropped:
-            self.held[job.queue].discard(job.id)
+            self._ledger.release(job)
         return dropped
+
+    def quiet(self) -> bool:
+        """Whether no job is buffered or running here."""
+        return not self.running and self.buffer.empty()
 
     def idle(self) -> bool:
         """Whether no job is buffered, running or waiting for its acknowledgement: a crash
         now would leave nothing of this consumer's in flight."""
-        return not self.running and self.buffer.empty() and self.acker.idle()
-
-    def idle_once_carried(self) -> bool:
-        """``idle()`` once the acks the poller carries on its fetch are done (fetch.lua
-        does them before it takes a job)."""
-        return not self.running and self.buffer.empty() and self.acker.only_carried()
-
-    def frees_room(self) -> bool:
-        """Whether a job runs, waits or is being acknowledged here: its end will make room
-        under a concurrency limit (``wait_to_carry``)."""
-        return bool(self.running or not self.buffer.empty() or self.acker.busy())
-
-    def wait_to_carry(self, timeout: float) -> bool:
-        """At the concurrency limit, the room this consumer can count on first is its own
-        jobs' when they finish: wait until one has (its ack then rides on the next fetch,
-        freeing and refilling in one round trip) or until acks on the wire have landed;
-        False if neither happened within ``timeout``."""
-        return self.acker.wait_to_carry(timeout)
-
-    def carry_acks(self, queue: str) -> list[Job]:
-        """Pending acks of ``queue`` for the poller's next fetch (``Acker.carry``)."""
-        return self.acker.carry(queue)
-
-    def carried_acks(self, jobs_: list[Job], acked: list[bool] | None) -> None:
-        """The outcome of the fetch that carried ``jobs_`` (``Acker.carried``)."""
-        self.acker.carried(jobs_, acked)
+        return self.quiet() and self.acker.idle()
 
     def wait_idle(self) -> None:
         """Wait until ``idle()`` (so that a suspect job runs alone)."""
@@ -256,10 +191,6 @@ class Processor(PlannedRuns):
     def wait_quiet(self) -> None:
         """Wait until no handler is running."""
         self._quiet.wait()
-
-    def flush_acks(self, timeout: float | None = None) -> bool:
-        """Wait until every finished job is acknowledged, at most ``timeout`` seconds."""
-        return self.acker.flush(timeout)
 
     def _work(self) -> None:
         buffer = self.buffer
@@ -319,7 +250,6 @@ class Processor(PlannedRuns):
             slot.job = None
             if timed:
                 self.recorders[job.queue].finished(job, began)
-            self.stats.done += 1
             self.acker.add(job)
 
     def _finished_badly(
@@ -377,8 +307,7 @@ class Processor(PlannedRuns):
             cast(Any, worker).throw(JobCancelled(job.id, job.queue))  # (gevent's stubs: Optional)
 
     def _cancelled(self, job: Job) -> None:
-        self.held[job.queue].add(job.id)  # (a buffered job left held when it was dropped)
-        self.stats.cancelled += 1
+        self._ledger.hold(job.queue, (job.id,))  # (a buffered job left held when dropped)
         self.recorders[job.queue].failed("cancelled")
         self.acker.add(job)  # acknowledged, not retried: ack.lua also drops the request
 
@@ -392,7 +321,6 @@ class Processor(PlannedRuns):
                     job.id, job.queue, after)  # fmt: skip
         write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after)  # noqa: E731
         if self._settle(job, "reschedule", RetryJobError, write):
-            self.stats.rate_limited += 1
             self.recorders[job.queue].failed("rate_limited")
 
     def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> object:
@@ -400,12 +328,12 @@ class Processor(PlannedRuns):
         # one that never yields. Both raise inside execute's try, so either way the
         # attempt fails like any other.
         worker = gevent.getcurrent()
-        watchdog.DEADLINES[worker] = (time.monotonic() + timeout, timeout)
+        watchdog.arm(worker, timeout)
         try:
             with gevent.Timeout(timeout, JobTimeout(timeout)):
                 return call(*args)
         finally:
-            del watchdog.DEADLINES[worker]
+            watchdog.disarm(worker)
 
     def _call(self, job: Job) -> object:
         """The handler's result; an awaitable it returned (an ``async def`` handler's
@@ -417,7 +345,6 @@ class Processor(PlannedRuns):
         return result
 
     def _failed(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
-        self.stats.failed += 1
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
         updated.queue = job.queue
         reason = describe(exc)
@@ -429,7 +356,6 @@ class Processor(PlannedRuns):
                         job.id, job.attempt, delay, reason, exc_info=exc)  # fmt: skip
             retry = lambda: queue.retry(self._consumer_id, job.id, message, delay)  # noqa: E731
             if self._settle(updated, "retry", RetryJobError, retry):
-                self.stats.retried += 1
                 self.recorders[job.queue].failed("retried")
             return
         message = jobs.encode(updated, error=reason)
@@ -437,7 +363,6 @@ class Processor(PlannedRuns):
         log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
                   job.attempt, why, reason, exc_info=exc)  # fmt: skip
         if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
-            self.stats.killed += 1
             self.recorders[job.queue].failed("killed")
 
     def discard(self, job: Job, message: bytes | None, reason: str) -> None:
@@ -470,7 +395,7 @@ class Processor(PlannedRuns):
         except Exception as error:  # noqa: BLE001 - any write that persist gave up on is fatal
             self._on_fatal(error_type(job, error))
             return False
-        self.held[job.queue].discard(job.id)
+        self._ledger.release(job)
         if not owned:
             not_owned(self._context, job, action, resent)
         self.acker.released()  # a retry or kill frees the job's room too

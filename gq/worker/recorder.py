@@ -13,16 +13,11 @@ none while nothing samples.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from gq.job import Job
 
-if TYPE_CHECKING:
-    from gq.worker.processor import Processor
-
-#: The outcomes of a job, as ``gq_jobs_total{outcome}`` names them. gq has no cancel or
-#: rate limit yet: those two stay at 0, present so that dashboards and alerts need no
-#: special case when they come.
+#: The outcomes of a job, as ``gq_jobs_total{outcome}`` names them.
 OUTCOMES = ("done", "retried", "killed", "cancelled", "rate_limited")
 
 # The history keeps counts for 24 h; counts that could not be written for longer than
@@ -61,26 +56,14 @@ class History:
 
 
 class Recorder:
-    """Counts outcomes; timing hooks are no-ops (metrics off). One per queue of a consumer;
-    the first queue's also reads the consumer's handlers running and jobs buffered
-    (``watch``), the others read 0, so that summing over queues counts each once."""
+    """Counts outcomes; timing hooks are no-ops (metrics off). One per queue of a consumer.
+    The gauges (handlers running, jobs buffered) are the consumer's, read from it."""
 
     def __init__(self, queue: str) -> None:
         self.queue = queue
         self.totals = dict.fromkeys(OUTCOMES, 0)
         self.recoveries = 0
         self.history = History()
-        self._processor: Processor | None = None
-
-    def watch(self, processor: Processor) -> None:
-        """Read the handlers running and the jobs buffered from ``processor`` from now on."""
-        self._processor = processor
-
-    def running(self) -> int:
-        return self._processor.running if self._processor is not None else 0
-
-    def buffered(self) -> int:
-        return int(self._processor.buffer.qsize()) if self._processor is not None else 0
 
     # -- per sampled job (Job.sample_weight) -----------------------------------------------
 
@@ -113,3 +96,40 @@ class Recorder:
     @property
     def failures(self) -> int:
         return self.totals["retried"] + self.totals["killed"]
+
+
+class Stats:
+    """A consumer's outcome counts over all its queues, read from its recorders when asked
+    (``Consumer.stats``; the CLI's periodic report): a view, not a second counter. A job
+    counts as done once its acknowledgement landed."""
+
+    def __init__(self, recorders: Mapping[str, Recorder]) -> None:
+        self._recorders = recorders
+
+    def _sum(self, outcome: str) -> int:
+        return sum(recorder.totals[outcome] for recorder in self._recorders.values())
+
+    @property
+    def done(self) -> int:
+        return self._sum("done")
+
+    @property
+    def failed(self) -> int:
+        """Failed attempts: retried or killed."""
+        return self.retried + self.killed
+
+    @property
+    def retried(self) -> int:
+        return self._sum("retried")
+
+    @property
+    def killed(self) -> int:
+        return self._sum("killed")
+
+    @property
+    def cancelled(self) -> int:
+        return self._sum("cancelled")
+
+    @property
+    def rate_limited(self) -> int:
+        return self._sum("rate_limited")

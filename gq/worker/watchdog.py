@@ -11,13 +11,13 @@ as the same ``EventLoopBlocked`` event (gq.metrics counts them). From the event:
 - it logs the blocked hub with the blocking greenlet's stack (once per episode, through
   logging, so gq-worker's JSON logs stay JSON), instead of gevent's print to stderr;
 - when the blocking greenlet is a handler past its ``job_timeout`` (the processor keeps
-  its deadline in ``DEADLINES``), it interrupts the main thread with a signal whose
+  its deadline with ``arm``), it interrupts the main thread with a signal whose
   handler raises ``JobTimeout`` in that handler: a ``gevent.Timeout`` cannot fire while
   the hub is held. The attempt then fails as any timed-out attempt does.
 
 A coroutine that never awaits holds the asyncio loop's greenlet, and so the hub: that
 greenlet names its current task in ``CURRENT``, and the report and the deadline are the
-task's (``DEADLINES`` holds it while it runs; the JobTimeout then ends the task).
+task's (``hand_over`` gives it the handler's while it runs; the JobTimeout then ends the task).
 
 C code that holds the main thread without running Python (a long C call) cannot be
 interrupted this way; the thread heartbeat (gq.worker.loops.ThreadHeartbeat) then gives up after
@@ -47,9 +47,10 @@ log = logging.getLogger("gq.watchdog")
 # worker uses it.
 INTERRUPT = signal.SIGURG
 
-#: Handler greenlet -> (monotonic deadline, timeout) while it runs a job with a timeout;
-#: an asyncio task -> the same while it runs an async handler's coroutine.
-DEADLINES: dict[Any, tuple[float, float]] = {}
+# Handler greenlet -> (monotonic deadline, timeout) while it runs a job with a timeout;
+# an asyncio task -> the same while it runs an async handler's coroutine. Written only
+# through arm, hand_over and disarm.
+_DEADLINES: dict[Any, tuple[float, float]] = {}
 
 #: A greenlet that runs others' work (the asyncio loop's) -> what it runs now (its task),
 #: so that a report names the coroutine and a deadline is found for it.
@@ -90,6 +91,25 @@ def disable() -> None:
         events.subscribers.remove(_on_blocked)
     # gevent's thread stays for the process (stopping and starting it per consumer left
     # several alive at once); with no consumer, a blocked hub is only an event.
+
+
+def arm(subject: Any, timeout: float) -> None:
+    """``subject`` (a handler greenlet) runs a job that must end within ``timeout`` s."""
+    _DEADLINES[subject] = (time.monotonic() + timeout, timeout)
+
+
+def hand_over(holder: Any, task: Any) -> bool:
+    """While ``task`` (an asyncio task) runs ``holder``'s coroutine, ``holder``'s deadline
+    is the task's too; whether ``holder`` had one (then ``disarm(task)`` after)."""
+    deadline = _DEADLINES.get(holder)
+    if deadline is None:
+        return False
+    _DEADLINES[task] = deadline
+    return True
+
+
+def disarm(subject: Any) -> None:
+    del _DEADLINES[subject]
 
 
 def _start() -> None:
@@ -139,7 +159,7 @@ def _on_blocked(event: object) -> None:
         return
     blocker = _subject(event.greenlet)
     _report(blocker, event.blocking_time, event.info)
-    deadline = DEADLINES.get(blocker)
+    deadline = _DEADLINES.get(blocker)
     if deadline is not None and time.monotonic() >= deadline[0]:
         signal.pthread_kill(_State.main_thread, INTERRUPT)
 
@@ -168,6 +188,6 @@ def _report(blocker: Any, period: float, info: list[str]) -> None:
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     """In the main thread, in whatever greenlet runs now: raise only in a handler that is
     past its deadline (the signal may arrive after it yielded, or finished)."""
-    deadline = DEADLINES.get(_subject(gevent.getcurrent()))
+    deadline = _DEADLINES.get(_subject(gevent.getcurrent()))
     if deadline is not None and time.monotonic() >= deadline[0]:
         raise JobTimeout(deadline[1])  # in a task's coroutine, it ends that task
