@@ -81,6 +81,16 @@ class Consumer:
         self.context = f"queue={','.join(self.queues)} consumer={self.id}"
         schedules = check_schedule(periodic)  # a list of gq.Periodic (gq/periodic.py)
         self._periodic = PeriodicRunner(self._queue, schedules, self.context) if schedules else None
+        self._parts()
+        self._stop_requested = Event()
+        self._force = Event()
+        self._fatal: BaseException | None = None
+        self._running = False
+        self._processor: Processor | None = None
+        self._poller: Poller | None = None
+
+    def _parts(self) -> None:
+        """What outlives a run: the counters, the heartbeats, the maintenance steps."""
         # One per queue: the outcome counts for the facts, the history, the metrics
         # (gq.metrics.enable replaces them before a run) and ``stats``.
         self.recorders: dict[str, Recorder] = {name: Recorder(name) for name in self.queues}
@@ -92,13 +102,6 @@ class Consumer:
         self.heartbeat_step = self._liveness.heartbeat_step
         self.scheduler_step = maintenance.scheduler_step
         self.custodian_step = maintenance.custodian_step
-        self._stop_requested = Event()
-        self._force = Event()
-        self._fatal: BaseException | None = None
-        self._running = False
-        self._run_: Run | None = None
-        self._processor: Processor | None = None
-        self._poller: Poller | None = None
 
     # -- public API ---------------------------------------------------------------------
 
@@ -205,7 +208,7 @@ class Consumer:
         sources = [Source(queue, weights.get(name, 1)) for name, queue in self._queues.items()]
         run = Run(self._queues, sources, self.id, self.opts, self.recorders, handler,
                   self._abort, self.context)  # fmt: skip
-        self._run_, self._processor, self._poller = run, run.processor, run.poller
+        self._processor, self._poller = run.processor, run.poller
         self._liveness.reporter = run.reporter
         return run
 

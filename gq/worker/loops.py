@@ -1,4 +1,6 @@
-"""The runner shared by the poller and the three maintenance loops (huey's shape).
+"""The runner shared by every loop of a consumer: the poller, the heartbeat, the
+scheduler, the custodian, the canceller, the reporter and the periodic runner (huey's
+shape).
 
 Each loop is one small *step* that does one iteration and says whether to go again at
 once (a full batch); the runner owns the interval, the failure count, the backoff and the
@@ -59,32 +61,25 @@ class Loop:
                 exc.process = self.name
                 self.log.error("%s: %s stopped: %s", self.context, self.name, describe(exc))
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - counted, backed off, or ends the run
                 failures += 1
-                limit = self.max_attempts()
-                if limit and failures >= limit:
-                    self.log.error(
-                        "%s: %s failed %d times in a row, giving up: %s",
-                        self.context,
-                        self.name,
-                        failures,
-                        describe(exc),
-                    )
-                    raise MaxBackoffExceededError(self.name, failures) from exc
-                delay = backoff(failures, self.max_backoff())
-                self.log.warning(
-                    "%s: %s failed (%d in a row), retrying in %.2f s: %s",
-                    self.context,
-                    self.name,
-                    failures,
-                    delay,
-                    describe(exc),
-                )
-                self.stopping.wait(delay)
+                self._after_failure(failures, exc)
                 continue
             failures = 0
             if not again:
                 self.stopping.wait(self.interval())
+
+    def _after_failure(self, failures: int, exc: Exception) -> None:
+        """Give up after ``max_attempts()`` failures in a row, else back off."""
+        limit = self.max_attempts()
+        if limit and failures >= limit:
+            self.log.error("%s: %s failed %d times in a row, giving up: %s", self.context,
+                           self.name, failures, describe(exc))  # fmt: skip
+            raise MaxBackoffExceededError(self.name, failures) from exc
+        delay = backoff(failures, self.max_backoff())
+        self.log.warning("%s: %s failed (%d in a row), retrying in %.2f s: %s", self.context,
+                         self.name, failures, delay, describe(exc))  # fmt: skip
+        self.stopping.wait(delay)
 
 
 class ThreadHeartbeat:

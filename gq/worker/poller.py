@@ -13,8 +13,9 @@ came back (SPEC sections 5 and 9). One greenlet runs ``Poller.step`` in a loop.
   it); one held back by its rate limit or a handler's RateLimited is left alone for the
   time the script said.
 - **What came back**: decoded jobs go to the processor; bad data is discarded through the
-  processor's outcome path; a suspect (a job recovered twice in a row) makes the poller
-  wait until the consumer is idle before it fetches again, so that the suspect runs alone;
+  outcomes' path (gq/worker/outcomes.py); a suspect (a job recovered twice in a row)
+  makes the poller wait until the consumer is idle before it fetches again, so that the
+  suspect runs alone;
   after a fetch whose reply was lost, the queue's in-flight set is reconciled.
 """
 
@@ -42,6 +43,7 @@ from gq.store.jobs import (
 )
 from gq.worker.acker import Acker
 from gq.worker.ledger import Ledger
+from gq.worker.outcomes import Outcomes
 from gq.worker.processor import Processor
 
 log = logging.getLogger("gq.poller")
@@ -123,7 +125,7 @@ def _smooth(old: float, new: float) -> float:
 class Poller:
     """Fetches jobs of ``sources`` for ``processor`` (see the module's docstring). The
     acks pending in ``acker`` ride on its fetches (fetch.lua acknowledges, then takes);
-    ``ledger`` says which jobs this process holds."""
+    ``ledger`` says which jobs this process holds; bad data goes to ``outcomes``."""
 
     def __init__(
         self,
@@ -135,6 +137,7 @@ class Poller:
         *,
         acker: Acker,
         ledger: Ledger,
+        outcomes: Outcomes,
     ) -> None:
         self._sources = list(sources)
         self._weighted = len({s.weight for s in sources}) > 1
@@ -143,6 +146,7 @@ class Poller:
         self._processor = processor
         self._acker = acker
         self._ledger = ledger
+        self._outcomes = outcomes
         self._context = context
         self.prefetch = Prefetch(opts, processor, ledger)
         self.waiting = False  # in a wait that a stop may interrupt (no Redis write)
@@ -277,7 +281,7 @@ class Poller:
             good.append(job)
         self._processor.put(good)
         for job, message, reason in bad:
-            self._processor.discard(job, message, reason)
+            self._outcomes.discard(job, message, reason)
 
     def _reconcile(self, source: Source) -> None:
         """After a failed fetch: give back the jobs Redis says this consumer holds but

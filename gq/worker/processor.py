@@ -1,5 +1,6 @@
-"""Running handlers: the local buffer, the handler pool, and the outcome of each job
-(done, retried, killed, cancelled, rate limited). Acknowledgements are gq/worker/acker.py's.
+"""Running handlers: the local buffer, the handler pool, cancels of running jobs, and
+handing each job's end on: to the acker when its handler returned (gq/worker/acker.py),
+to the outcomes otherwise (retried, killed, cancelled, rate limited: gq/worker/outcomes.py).
 
 A job is acknowledged only after its handler returned (at-least-once): running a job
 twice is better than losing it.
@@ -8,7 +9,6 @@ twice is better than losing it.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from inspect import isawaitable
 from types import CoroutineType
@@ -18,25 +18,20 @@ import gevent
 from gevent.event import Event
 from gevent.queue import Queue
 
-from gq import job as jobs
 from gq.errors import (
-    AckJobError,
     GQError,
     JobCancelled,
     JobTimeout,
-    Kill,
-    KillJobError,
-    RateLimited,
-    RetryJobError,
 )
 from gq.job import Job
 from gq.options import ConsumerOptions
 from gq.store.jobs import RedisQueue
 from gq.worker import asyncio_loop, watchdog
-from gq.worker.acker import Acker, not_owned, persist
-from gq.worker.call import Plan, describe, retry_delay
+from gq.worker.acker import Acker
+from gq.worker.call import Plan
 from gq.worker.handler_checks import GreenletExitRaised
 from gq.worker.ledger import Ledger
+from gq.worker.outcomes import Outcomes
 from gq.worker.planned import PlannedRuns, planner_of
 from gq.worker.recorder import Recorder
 
@@ -56,8 +51,9 @@ class Processor(PlannedRuns):
     a job and starts its handler without yielding in between, so a job is either in
     ``buffer`` (and given back at a graceful stop) or running.
 
-    The consumer hands it the ``ledger`` (held ids, outcome counts) and the ``acker``
-    (which the poller shares); built alone (tests, benchmarks), it makes its own.
+    The consumer hands it the ``ledger`` (held ids, outcome counts), the ``acker`` (which
+    the poller shares) and the ``outcomes`` (other than success: gq/worker/outcomes.py);
+    built alone (tests, benchmarks), it makes its own.
     """
 
     def __init__(
@@ -70,16 +66,23 @@ class Processor(PlannedRuns):
         context: str,
         ledger: Ledger | None = None,
         acker: Acker | None = None,
+        outcomes: Outcomes | None = None,
     ) -> None:
-        self._queues = queues
-        self._consumer_id = consumer_id
         self._opts = opts
         self._handler = handler
         self._planner = planner_of(handler)
-        self._ledger = ledger or Ledger({name: Recorder(name) for name in queues})
-        self.recorders = self._ledger.recorders  # one per queue: its jobs' outcomes
         self._on_fatal = on_fatal
         self._context = context
+        self._ledger = ledger = ledger or Ledger({name: Recorder(name) for name in queues})
+        self.recorders = ledger.recorders  # one per queue: its jobs' outcomes
+        self.acker = acker or Acker(queues, consumer_id, opts, ledger.acked, on_fatal, context)
+        self._outcomes = outcomes or Outcomes(
+            queues, consumer_id, opts, ledger, self.acker, on_fatal, context
+        )
+        self._pool()
+
+    def _pool(self) -> None:
+        """The handler pool's state, empty."""
         self.buffer: Queue[Job] = Queue()
         self.workers: list[gevent.Greenlet] = []
         self.running = 0  # handlers running now
@@ -89,8 +92,6 @@ class Processor(PlannedRuns):
         self._abandoned = False  # a forced stop: handlers are being killed
         # What each handler worker's handler runs now, for cancels.
         self._slots: dict[gevent.Greenlet, _Slot] = {}
-        self.acker = acker or Acker(queues, consumer_id, opts, self._ledger.acked, on_fatal,
-                                    context)  # fmt: skip
 
     def buffered(self) -> int:
         """Jobs fetched and not started."""
@@ -264,17 +265,7 @@ class Processor(PlannedRuns):
         slot.job = None
         if timed:
             self.recorders[job.queue].finished(job, began)
-        self._ended(job, exc, plan)
-
-    def _ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
-        """A handler raised: cancelled, rate limited, killed, or failed."""
-        if isinstance(exc, JobCancelled) and _names(exc, job):
-            log.info("%s: job %s cancelled while running", self._context, job.id)
-            self._cancelled(job)
-        elif isinstance(exc, RateLimited):
-            self._rate_limited(job, exc)
-        else:
-            self._failed(job, exc, plan)
+        self._outcomes.ended(job, exc, plan)
 
     # -- cancels (gq.Queue.cancel; the consumer's canceller loop calls cancel) -------------
 
@@ -285,7 +276,7 @@ class Processor(PlannedRuns):
         dropped = self.drop_buffered(lambda job: job.queue != queue or job.id not in ids)
         for job in dropped:
             log.info("%s: job %s cancelled before it started", self._context, job.id)
-            self._cancelled(job)
+            self._outcomes.cancelled(job)
         running = [
             (worker, slot.job)
             for worker, slot in self._slots.items()
@@ -305,23 +296,6 @@ class Processor(PlannedRuns):
             # JobCancelled to clean up must not have its clean-up interrupted again.
             slot.job = None
             cast(Any, worker).throw(JobCancelled(job.id, job.queue))  # (gevent's stubs: Optional)
-
-    def _cancelled(self, job: Job) -> None:
-        self._ledger.hold(job.queue, (job.id,))  # (a buffered job left held when dropped)
-        self.recorders[job.queue].failed("cancelled")
-        self.acker.add(job)  # acknowledged, not retried: ack.lua also drops the request
-
-    def _rate_limited(self, job: Job, exc: RateLimited) -> None:
-        """The service said "slow down": the job goes back ``after`` seconds from now with
-        no attempt charged, and the whole queue fetches nothing for as long."""
-        queue = self._queues[job.queue]
-        after = exc.after
-        message = jobs.encode(job, ready_at=time.time() + after)
-        log.warning("%s: job %s rate limited: queue %s held back for %.1f s", self._context,
-                    job.id, job.queue, after)  # fmt: skip
-        write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after)  # noqa: E731
-        if self._settle(job, "reschedule", RetryJobError, write):
-            self.recorders[job.queue].failed("rate_limited")
 
     def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> object:
         # The gevent.Timeout stops a handler that waits; the deadline lets gq.worker.watchdog stop
@@ -343,77 +317,6 @@ class Processor(PlannedRuns):
         if result is not None and (type(result) is CoroutineType or isawaitable(result)):
             return asyncio_loop.wait(result, f"gq job {job.id}")
         return result
-
-    def _failed(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
-        updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
-        updated.queue = job.queue
-        reason = describe(exc)
-        queue = self._queues[job.queue]
-        delay = retry_delay(job.attempt, exc, plan, self._opts)
-        if delay is not None:
-            message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
-            log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
-                        job.id, job.attempt, delay, reason, exc_info=exc)  # fmt: skip
-            retry = lambda: queue.retry(self._consumer_id, job.id, message, delay)  # noqa: E731
-            if self._settle(updated, "retry", RetryJobError, retry):
-                self.recorders[job.queue].failed("retried")
-            return
-        message = jobs.encode(updated, error=reason)
-        why = "killed (gq.Kill)" if isinstance(exc, Kill) else "no attempts left, killed"
-        log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
-                  job.attempt, why, reason, exc_info=exc)  # fmt: skip
-        if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
-            self.recorders[job.queue].failed("killed")
-
-    def discard(self, job: Job, message: bytes | None, reason: str) -> None:
-        """Bad data (SPEC section 6) never runs and never stalls the consumer: an
-        undecodable message goes to dead as it is, for a human to inspect; an id without
-        a message has nothing to keep and is dropped. ``job`` carries the id and queue."""
-        queue = self._queues[job.queue]
-        if message is None:
-            log.error("%s: dropped job %s: %s", self._context, job.id, reason)
-            self._settle(job, "drop", AckJobError,
-                         lambda: queue.ack(self._consumer_id, [job.id])[0])  # fmt: skip
-        else:
-            log.error("%s: moved job %s to dead: cannot decode: %s", self._context, job.id,
-                      reason)  # fmt: skip
-            self._settle(job, "kill", KillJobError, lambda: self._kill(queue, job.id, None))
-
-    def _settle(
-        self,
-        job: Job,
-        action: str,
-        error_type: Callable[[Job, BaseException], GQError],
-        write: Callable[[], bool],
-    ) -> bool:
-        """The one path of a job's outcome other than success: write it (re-sent while
-        the reply may be lost), report a job no longer owned, abort if it cannot be
-        written. Whether it was written."""
-        budget = self._opts.custodian_consumer_timeout
-        try:
-            owned, resent = persist(write, budget, self._context, f"{action} job {job.id}")
-        except Exception as error:  # noqa: BLE001 - any write that persist gave up on is fatal
-            self._on_fatal(error_type(job, error))
-            return False
-        self._ledger.release(job)
-        if not owned:
-            not_owned(self._context, job, action, resent)
-        self.acker.released()  # a retry or kill frees the job's room too
-        return True
-
-    def _kill(self, queue: RedisQueue, job_id: str, message: bytes | None) -> bool:
-        return queue.kill(
-            self._consumer_id,
-            job_id,
-            message,
-            dead_max_jobs=self._opts.dead_max_jobs,
-            dead_max_age=self._opts.dead_max_age,
-        )
-
-
-def _names(cancelled: JobCancelled, job: Job) -> bool:
-    # A JobCancelled a handler raised itself may name no queue.
-    return cancelled.job_id == job.id and cancelled.queue in ("", job.queue)
 
 
 def _set_event() -> Event:

@@ -27,6 +27,7 @@ from gq.worker.ledger import Ledger
 from gq.worker.liveness import Liveness
 from gq.worker.loops import Loop
 from gq.worker.maintenance import Maintenance
+from gq.worker.outcomes import Outcomes
 from gq.worker.periodic_runner import PeriodicRunner
 from gq.worker.poller import Poller, Source
 from gq.worker.processor import Handler, Processor
@@ -59,11 +60,12 @@ class Run:
         self._context = context
         self.ledger = ledger = Ledger(recorders)
         self.acker = acker = Acker(queues, consumer_id, opts, ledger.acked, on_fatal, context)
+        outcomes = Outcomes(queues, consumer_id, opts, ledger, acker, on_fatal, context)
         self.processor = processor = Processor(
-            queues, consumer_id, opts, handler, on_fatal, context, ledger, acker
+            queues, consumer_id, opts, handler, on_fatal, context, ledger, acker, outcomes
         )
         self.poller = Poller(sources, consumer_id, opts, processor, context, acker=acker,
-                             ledger=ledger)  # fmt: skip
+                             ledger=ledger, outcomes=outcomes)  # fmt: skip
         self.reporter = Reporter(queues, consumer_id, opts, recorders, context,
                                  running=lambda: processor.running)  # fmt: skip
 
@@ -114,34 +116,25 @@ def run_loops(
     context: str,
 ) -> dict[str, Loop]:
     """The poller, the maintenance loops and their intervals (read at every turn)."""
-
-    def loop(name: str, step: Callable[[], bool], every: Callable[[], float], family: str) -> Loop:
-        attempts, backoff = retry_policy(opts, family)
-        return Loop(name, step, interval=every, max_attempts=attempts, max_backoff=backoff,
-                    context=context)  # fmt: skip
-
-    loops = {
-        "Poller": loop("Poller", run.poller.step, lambda: 0.0, "poller"),
-        "Heartbeat": loop(
-            "Heartbeat", liveness.heartbeat_step, lambda: opts.heartbeat_poll_interval, "heartbeat"
-        ),  # fmt: skip
-        "Scheduler": loop(
-            "Scheduler",
-            maintenance.scheduler_step,
-            lambda: opts.scheduler_poll_interval,
-            "scheduler",
-        ),  # fmt: skip
-        "Custodian": loop(
-            "Custodian",
-            maintenance.custodian_step,
-            lambda: opts.custodian_poll_interval,
-            "custodian",
-        ),  # fmt: skip
-        "Canceller": loop("Canceller", run.cancel_step, lambda: CANCEL_POLL, "poller"),
-        "Reporter": loop("Reporter", run.report_step, lambda: report_interval(opts), "heartbeat"),
+    # name: (step, interval, whose retry options)
+    plan: dict[str, tuple[Callable[[], bool], Callable[[], float], str]] = {
+        "Poller": (run.poller.step, lambda: 0.0, "poller"),
+        "Heartbeat": (liveness.heartbeat_step, lambda: opts.heartbeat_poll_interval, "heartbeat"),
+        "Scheduler": (maintenance.scheduler_step, lambda: opts.scheduler_poll_interval,
+                      "scheduler"),  # fmt: skip
+        "Custodian": (maintenance.custodian_step, lambda: opts.custodian_poll_interval,
+                      "custodian"),  # fmt: skip
+        "Canceller": (run.cancel_step, lambda: CANCEL_POLL, "poller"),
+        "Reporter": (run.report_step, lambda: report_interval(opts), "heartbeat"),
     }
     if periodic is not None:  # sleeps until its next occurrence, at most the scheduler's
-        loops["Periodic"] = loop("Periodic", periodic.step,
-                                 lambda: periodic.delay(opts.scheduler_poll_interval),
-                                 "scheduler")  # fmt: skip
-    return loops
+        plan["Periodic"] = (periodic.step, lambda: periodic.delay(opts.scheduler_poll_interval),
+                            "scheduler")  # fmt: skip
+    return {name: _loop(name, *what, opts, context) for name, what in plan.items()}
+
+
+def _loop(name: str, step: Callable[[], bool], interval: Callable[[], float], family: str,
+          opts: ConsumerOptions, context: str) -> Loop:  # fmt: skip
+    attempts, backoff = retry_policy(opts, family)
+    return Loop(name, step, interval=interval, max_attempts=attempts, max_backoff=backoff,
+                context=context)  # fmt: skip
