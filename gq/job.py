@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-import random
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Optional, Union, cast
+from typing import Any, Union
 
 import msgpack
 
@@ -33,43 +31,7 @@ ID_ERRORS = "surrogateescape"
 _RAW_ID = ID_KEY.encode()
 _RAW_DATA = DATA_KEY.encode()
 _RAW_ATTEMPT = ATTEMPT_KEY.encode()
-_RAW_READY_AT = READY_AT_KEY.encode()
 _unpackb = msgpack.unpackb
-
-# The histograms' sampling, which gq.metrics drives (``sample``): decode() picks each job
-# with probability 1 / _every, and only the jobs it picks carry their ReadyAt. A countdown
-# to the next pick, redrawn at each pick from a geometric law, so a job costs decode()
-# one decrement and the picks are independent of the order of the jobs (several
-# consumers' jobs interleaved, a periodic workload) while every job's chance is the same.
-_every = 0  # 0: nothing is sampled (metrics off): decode() does not count
-_countdown = 0
-_random = random.Random()
-
-
-def sample(every: int) -> None:
-    """From now on, have decode() pick about one job in ``every`` for the metrics'
-    histograms (0: none), setting ``Job.sample_weight`` and ``Job.ready_at`` on it."""
-    global _every, _countdown
-    _every = every
-    _countdown = _gap() if every else 0
-
-
-def _gap() -> int:
-    """Jobs until the next pick, the pick included (geometric with p = 1 / _every)."""
-    if _every <= 1:
-        return 1
-    return int(math.log(1.0 - _random.random()) / math.log(1.0 - 1.0 / _every)) + 1
-
-
-def _pick(job: Job, obj: dict[Any, Any]) -> Job:
-    global _countdown
-    _countdown = _gap()
-    picked = _Picked(job.id, job.data, job.attempt)
-    ready_at = obj.get(_RAW_READY_AT)
-    picked.ready_at = ready_at if type(ready_at) is float else None
-    picked.sample_weight = _every
-    return picked
-
 
 class MessageDecodeError(ValueError):
     """A stored message is not a curlyq/gq job message."""
@@ -83,34 +45,9 @@ class Job:
     data: bytes = b""
     attempt: int = 0
     #: The queue a consumer took the job from (set by the poller; not part of the message,
-    #: and not a field, so that building a Job costs nothing more).
+    #: and not a field: a fourth constructor argument cost every job of the drain
+    #: measurably, and the queue is not part of the job's identity).
     queue = ""
-    # When the job became ready to run (its message's ReadyAt, unix seconds), for the wait
-    # metric; None for curlyq's messages and on the jobs decode() did not pick (sample()).
-    # Class attributes, not fields: set by decode() on the jobs it picks, outside the
-    # Job's identity, repr and constructor (a fourth constructor argument cost every job
-    # of the drain measurably).
-    ready_at = cast(Optional[float], None)
-    #: How many jobs this one stands for in the metrics' histograms: the sampling's
-    #: ``every`` on a job decode() picked, 0 on the others.
-    sample_weight = 0
-
-
-class _Picked(Job):
-    """A job decode() picked for the metrics' histograms. A class of its own so that the
-    attributes it carries leave every other Job's layout alone: set on some Jobs only,
-    they slowed attribute access on all of them (CPython 3.11, ~15% of the noop job path).
-    Equal to, and shown as, the Job with the same three fields."""
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Job):
-            return NotImplemented
-        return (self.id, self.data, self.attempt) == (other.id, other.data, other.attempt)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, as Job
-
-    def __repr__(self) -> str:
-        return repr(Job(self.id, self.data, self.attempt))
 
 
 JobLike = Union[Job, bytes, bytearray, memoryview]
@@ -158,7 +95,6 @@ def decode(raw: bytes) -> Job:
     # The fast path, for the well-formed messages that every fetched job carries: read
     # the three keys straight from the unpacked map. Anything unusual (a nil Data, a
     # non-UTF-8 ID, a bad type) takes the full path below, which says what is wrong.
-    global _countdown
     try:
         obj = _unpackb(raw, raw=True, strict_map_key=False, use_list=False)
     except Exception:  # noqa: BLE001 - msgpack raises several unrelated types on bad input
@@ -169,15 +105,9 @@ def decode(raw: bytes) -> Job:
         attempt = obj.get(_RAW_ATTEMPT, 0)
         if type(raw_id) is bytes and type(data) is bytes and type(attempt) is int and attempt >= 0:
             try:
-                job = Job(raw_id.decode("utf-8"), data, attempt)
+                return Job(raw_id.decode("utf-8"), data, attempt)
             except UnicodeDecodeError:
                 pass  # the full path keeps it exact
-            else:
-                if _every:
-                    _countdown -= 1
-                    if not _countdown:
-                        return _pick(job, obj)
-                return job
     return _job_from_map(_unpack_map(raw))
 
 

@@ -9,9 +9,9 @@ Two sources, each a custom collector that reads its numbers at scrape time:
   ``queue_metrics_wsgi_app``): jobs per state, the oldest ready job's age, consumers
   alive and dead, one round trip per queue per scrape.
 
-Counting costs a job one decrement in ``gq.job.decode`` and one attribute read in the
-processor: the histograms time a sample of the jobs (at most about ``SAMPLE_ABOVE`` a
-second, see ``Sampling``), counted into plain bucket lists and turned into metric families
+Counting costs a job one decrement in the poller and one dict lookup in the processor:
+the histograms time a sample of the jobs (at most about ``SAMPLE_ABOVE`` a second, see
+gq.worker.sampling), counted into plain bucket lists and turned into metric families
 only when scraped, so no lock, label lookup or client object is touched per job.
 ``prometheus_client`` (the extra ``gq[metrics]``) is imported only here and only when
 metrics are used.
@@ -20,7 +20,6 @@ metrics are used.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from bisect import bisect_left
@@ -30,12 +29,13 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 from gq import job as jobs
 from gq.errors import GQError
-from gq.job import Job
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.serving import serve_wsgi
 from gq.store.admin import QueueAdmin, registered_queues
 from gq.store.base import describe
+from gq.worker import sampling
 from gq.worker.recorder import OUTCOMES, Recorder
+from gq.worker.sampling import Sample
 
 if TYPE_CHECKING:
     from gevent.pywsgi import WSGIServer
@@ -113,57 +113,18 @@ class Buckets:
         return out
 
 
-# Above this many jobs per second (the process's, measured over RATE_WINDOW s from the
-# acknowledgement batches), the histograms time about this many jobs a second, whatever
-# the rate: gq.job.decode picks each job with probability 1 / every (every = the rate
-# over SAMPLE_ABOVE, rounded up), and a picked job's duration and wait count ``every``
-# times. The histograms' buckets, sum and count are then estimates, unbiased (every job
-# has the same chance, whatever its queue or its place in the stream); gq_jobs_total
-# stays exact. Below it every job is timed and the histograms are exact.
-SAMPLE_ABOVE = 1000.0
-# The rate is measured over RATE_WINDOW s or RATE_JOBS jobs, whichever comes first: at
-# 100k jobs/s a worker's first 0.1 s would be 10,000 jobs all timed.
-RATE_WINDOW = 0.1
-RATE_JOBS = 1000
-
-
-class Sampling:
-    """The process's job rate and the sampling it sets in ``gq.job`` (one per process:
-    decode() does not know which consumer a job goes to)."""
-
-    def __init__(self) -> None:
-        self.every = 0
-        self._start, self._done = perf_counter(), 0
-
-    def restart(self) -> None:
-        """Time every job until the rate is measured (a recorder starts)."""
-        self._set(1)
-        self._start, self._done = perf_counter(), 0
-
-    def count(self, done: int) -> None:
-        """``done`` more jobs were acknowledged."""
-        self._done += done
-        elapsed = perf_counter() - self._start
-        if elapsed >= RATE_WINDOW or self._done >= RATE_JOBS:
-            rate = self._done / max(elapsed, 0.001)  # one huge batch at once: not / 0
-            self._set(max(1, math.ceil(rate / SAMPLE_ABOVE)))
-            self._start, self._done = perf_counter(), 0
-
-    def _set(self, every: int) -> None:
-        if every != self.every:
-            self.every = every
-            jobs.sample(every)
-
-
-SAMPLING = Sampling()
+# The sampling's figures (gq.worker.sampling), here too for readers of the metrics.
+SAMPLE_ABOVE = sampling.SAMPLE_ABOVE
+RATE_WINDOW = sampling.RATE_WINDOW
+RATE_JOBS = sampling.RATE_JOBS
 
 
 class PrometheusRecorder(Recorder):
     """A Recorder that also times the sampled jobs' handlers and their wait since ready.
 
-    The processor calls the hooks only for the jobs decode() picked (``Job.sample_weight``,
-    about ``SAMPLE_ABOVE`` a second at most), so each counts its value into the buckets
-    at once. Everything runs on the worker's one thread (the server is a greenlet), so
+    The processor calls the hooks only for the jobs the consumer's sampler picked (about
+    ``SAMPLE_ABOVE`` a second at most, gq.worker.sampling), so each counts its value into
+    the buckets at once. Everything runs on the worker's one thread (the server is a greenlet), so
     nothing is locked.
     """
 
@@ -172,8 +133,7 @@ class PrometheusRecorder(Recorder):
         # Without histograms: counters and gauges, nothing per job. The hooks still run
         # for jobs picked for another consumer of the process, and count nothing.
         self.histograms = histograms
-        if histograms:
-            SAMPLING.restart()
+        self.times_jobs = histograms
         self.duration = Buckets(DURATION_BUCKETS)
         self.wait = Buckets(WAIT_BUCKETS)
         self._sync_clock()
@@ -183,22 +143,21 @@ class PrometheusRecorder(Recorder):
         # batch, so an NTP step shows in the wait for one batch at most).
         self._wall = time.time() - perf_counter()
 
-    def started(self, job: Job) -> float:
+    def started(self, sample: Sample) -> float:
         now = perf_counter()
-        ready_at = job.ready_at
+        ready_at = sample.ready_at
         if ready_at is not None and self.histograms:  # None: a curlyq message
-            self.wait.observe(now + self._wall - ready_at, job.sample_weight)
+            self.wait.observe(now + self._wall - ready_at, sample.weight)
         return now
 
-    def finished(self, job: Job, began: float) -> None:
+    def finished(self, sample: Sample, began: float) -> None:
         if self.histograms:
-            self.duration.observe(perf_counter() - began, job.sample_weight)
+            self.duration.observe(perf_counter() - began, sample.weight)
 
     def done(self, count: int) -> None:
         super().done(count)
         if self.histograms:
             self._sync_clock()
-            SAMPLING.count(count)
 
 
 class WorkerCollector:

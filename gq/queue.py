@@ -43,7 +43,14 @@ class Queue:
 
     def __init__(self, name: str, url: str | None = None, *, client: Any = None) -> None:
         self.name = name
-        self._admin = QueueAdmin(resolve_client(url, client), name)
+        #: The store-level implementation (gq/store/admin.py): the reads and writes that
+        #: the CLI and the dashboard show beyond the operations of this class.
+        self.store = QueueAdmin(resolve_client(url, client), name)
+
+    @property
+    def client(self) -> Any:
+        """The Redis client this handle uses."""
+        return self.store.client
 
     def __repr__(self) -> str:
         return f"gq.Queue({self.name!r})"
@@ -52,16 +59,16 @@ class Queue:
 
     def pause(self) -> None:
         """Consumers fetch nothing from now on; the jobs they run or hold finish."""
-        self._admin.set_paused(True)
+        self.store.set_paused(True)
 
     def resume(self) -> None:
         """Consumers fetch again, woken at once; this also lifts a handler's RateLimited hold
         (the jobs it put back stay scheduled for their time)."""
-        self._admin.set_paused(False)
+        self.store.set_paused(False)
 
     @property
     def paused(self) -> bool:
-        return self._admin.flow().paused
+        return self.store.flow().paused
 
     # -- limits ----------------------------------------------------------------------------
 
@@ -80,11 +87,11 @@ class Queue:
         if concurrency is not UNCHANGED:
             changes["concurrency"] = _checked_concurrency(concurrency)
         if changes:
-            self._admin.set_limits(changes)
+            self.store.set_limits(changes)
 
     def limits(self) -> dict[str, Rate | int | None]:
         """``{"rate": (n, seconds) or None, "concurrency": n or None}``."""
-        flow = self._admin.flow()
+        flow = self.store.flow()
         return {"rate": flow.rate, "concurrency": flow.concurrency}
 
     # -- jobs ------------------------------------------------------------------------------
@@ -94,18 +101,18 @@ class Queue:
         its id freed; a running one has its handler interrupted with ``gq.JobCancelled``
         within a second and is acknowledged, not retried. Unknown and dead ids are not an
         error: they are not counted."""
-        return sum(1 for outcome in self._admin.cancel(list(ids)) if outcome)
+        return sum(1 for outcome in self.store.cancel(list(ids)) if outcome)
 
     def stats(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> dict[str, Any]:
         """What ``gq stats --json`` prints: jobs per state, consumers alive and dead, the
         next job and how long it has been ready, and the flow settings."""
-        return stats(self._admin, consumer_timeout)
+        return stats(self.store, consumer_timeout)
 
     def consumers(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> list[dict[str, Any]]:
         """Every registered consumer, least recently seen first, as an operator should
         see it during an incident: whether it is silent and for how long, its jobs in
         flight and when a custodian may recover them (``consumer_report``)."""
-        return consumer_report(self._admin, consumer_timeout)
+        return consumer_report(self.store, consumer_timeout)
 
 
 def consumer_report(admin: QueueAdmin, consumer_timeout: float) -> list[dict[str, Any]]:

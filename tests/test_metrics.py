@@ -21,7 +21,10 @@ from gq import metrics
 from gq.cli import admin_cmd, worker_cmd
 from gq.store.jobs import RedisQueue
 from gq.store.keys import REGISTRY
-from gq.worker.recorder import OUTCOMES
+from gq.worker import sampling
+from gq.worker.ledger import Ledger
+from gq.worker.recorder import OUTCOMES, Recorder
+from gq.worker.sampling import Sample, Sampler
 from tests.cli_support import ADMIN, Worker, env_for, log_lines
 from tests.helpers import Backend, RedisServer, delete_keys, free_port, stop_process, wait_until
 from tests.metrics_support import answers, fetch, parse, scrape, value
@@ -172,98 +175,115 @@ def test_a_sampled_value_counts_as_many_times_as_its_weight() -> None:
     assert buckets.total == pytest.approx(8.0)
 
 
-@pytest.fixture
-def sampling(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Put the process's sampling (gq.job, metrics.SAMPLING) back as it was after the test."""
-    for name in ("_every", "_countdown", "_random"):
-        monkeypatch.setattr(jobs, name, getattr(jobs, name))
-    monkeypatch.setattr(metrics.SAMPLING, "every", metrics.SAMPLING.every)
-    yield
-
-
-def test_the_wait_is_measured_from_the_messages_ready_at(sampling: None) -> None:
-    message = jobs.encode(gq.Job("a", b"x"), ready_at=time.time() - 20)
-    recorder = metrics.PrometheusRecorder("q")  # every job is picked until the rate is known
+def _offered(sampler: Sampler, message: bytes) -> gq.Job:
+    """What the poller does with a fetched message while the sampler is on."""
     job = jobs.decode(message)
-    assert job.ready_at is not None and job.sample_weight == 1
-    assert job == gq.Job("a", b"x") and gq.Job("a", b"x") == job  # not part of its identity
-    assert repr(job) == repr(gq.Job("a", b"x"))
-    recorder.finished(job, recorder.started(job))
-    curlyq = jobs.decode(jobs.encode(gq.Job("b", b"x")))  # no ReadyAt: no wait to measure
-    recorder.started(curlyq)
+    sampler.offer(job, message)
+    return job
+
+
+def test_the_wait_is_measured_from_the_messages_ready_at() -> None:
+    recorder = metrics.PrometheusRecorder("q")
+    sampler = Sampler()
+    sampler.start()  # every job is picked until the rate is known
+    job = _offered(sampler, jobs.encode(gq.Job("a", b"x"), ready_at=time.time() - 20))
+    sample = sampler.picked.pop(id(job))
+    assert sample.job is job and sample.ready_at is not None and sample.weight == 1
+    assert job == gq.Job("a", b"x") and repr(job) == repr(gq.Job("a", b"x"))  # left alone
+    recorder.finished(sample, recorder.started(sample))
+    curlyq = _offered(sampler, jobs.encode(gq.Job("b", b"x")))  # no ReadyAt: no wait
+    recorder.started(sampler.picked.pop(id(curlyq)))
     ahead = jobs.encode(gq.Job("c", b"x"), ready_at=time.time() + 60)  # producer's clock
-    recorder.started(jobs.decode(ahead))
+    recorder.started(sampler.picked.pop(id(_offered(sampler, ahead))))
     assert recorder.wait.counts[metrics.WAIT_BUCKETS.index(30)] == 1  # 10 < 20 s <= 30
     assert recorder.wait.counts[0] == 1  # ahead: counted as 0
     assert sum(recorder.wait.counts) == 2 and sum(recorder.duration.counts) == 1
     assert 20 <= recorder.wait.total < 30
 
 
-def test_decode_picks_one_job_in_every_at_random_with_its_ready_at(sampling: None) -> None:
-    jobs._random = random.Random(12)  # reproducible; the bounds hold for most seeds
+def test_the_sampler_picks_one_job_in_every_at_random_with_its_ready_at() -> None:
+    sampler = Sampler()
+    sampler._random = random.Random(12)  # reproducible; the bounds hold for most seeds
+    assert sampler.every == 0  # metrics off: the poller offers nothing
     now = time.time()
     messages = [jobs.encode(gq.Job(f"{q}{i}", b"x"), ready_at=None if q == "c" else now)
                 for i in range(8000) for q in ("a", "c")]  # fmt: skip
-    jobs.sample(0)  # metrics off: nothing is picked, no Job changes
-    assert all(type(jobs.decode(m)) is gq.Job for m in messages[:100])
-    jobs.sample(16)
-    picked = [job for job in map(jobs.decode, messages) if job.sample_weight]
+    sampler._set(16)
+    decoded = [_offered(sampler, message) for message in messages]
+    picked = list(sampler.picked.values())
     # 16,000 jobs at p = 1/16: 1,000 expected, standard deviation 31. Strictly
     # alternating queues each get their share (a counter would give one of them all).
     assert 850 < len(picked) < 1150
-    assert {job.sample_weight for job in picked} == {16}
-    with_ready_at = [job for job in picked if job.id[0] == "a"]
+    assert {sample.weight for sample in picked} == {16}
+    with_ready_at = [sample for sample in picked if sample.job.id[0] == "a"]
     assert 400 < len(with_ready_at) < 600 and 400 < len(picked) - len(with_ready_at) < 600
-    assert all(job.ready_at == now for job in with_ready_at)
-    assert all(job.ready_at is None for job in picked if job.id[0] == "c")
+    assert all(sample.ready_at == now for sample in with_ready_at)
+    assert all(sample.ready_at is None for sample in picked if sample.job.id[0] == "c")
+    # The Job type carries nothing of the sampling: no subclass, no extra attribute.
+    assert all(type(job) is gq.Job for job in decoded) and not hasattr(decoded[0], "ready_at")
 
 
-def test_above_the_sampling_rate_about_sample_above_jobs_a_second_are_timed(
-    sampling: None,
-) -> None:
+def _acked(ledger: Ledger, count: int) -> None:
+    done = [gq.Job(id=f"j{i}") for i in range(count)]
+    for job in done:
+        job.queue = "q"
+    ledger.acked(done)
+
+
+def test_above_the_sampling_rate_about_sample_above_jobs_a_second_are_timed() -> None:
     recorder = metrics.PrometheusRecorder("q")
-    assert metrics.SAMPLING.every == 1  # slow (or not known yet): every job is timed
-    metrics.SAMPLING._start -= metrics.RATE_WINDOW  # a window of RATE_WINDOW s has passed
-    recorder.done(int(metrics.SAMPLE_ABOVE * metrics.RATE_WINDOW * 20))  # at 20x the rate
-    every = metrics.SAMPLING.every
+    ledger = Ledger({"q": recorder})  # a consumer's run: its recorder times jobs
+    sampler = ledger.sampler
+    assert sampler.every == 1  # slow (or not known yet): every job is timed
+    sampler._start -= sampling.RATE_WINDOW  # a window of RATE_WINDOW s has passed
+    _acked(ledger, int(sampling.SAMPLE_ABOVE * sampling.RATE_WINDOW * 20))  # at 20x the rate
+    every = sampler.every
     assert 10 < every <= 20  # the rate over SAMPLE_ABOVE, rounded up (a slow host: lower)
-    picked = [jobs.decode(jobs.encode(gq.Job(f"j{i}"), ready_at=time.time())) for i in range(
-        every * 50)]  # fmt: skip
-    picked = [job for job in picked if job.sample_weight]
-    assert picked and {job.sample_weight for job in picked} == {every}
+    for i in range(every * 50):
+        _offered(sampler, jobs.encode(gq.Job(f"j{i}"), ready_at=time.time()))
+    picked = list(sampler.picked.values())
+    assert picked and {sample.weight for sample in picked} == {every}
     recorder.finished(picked[0], recorder.started(picked[0]))
     assert sum(recorder.duration.counts) == every == sum(recorder.wait.counts)
-    metrics.SAMPLING._start -= metrics.RATE_WINDOW
-    recorder.done(1)  # slow again: every job is timed
-    assert metrics.SAMPLING.every == 1
-    assert jobs.decode(jobs.encode(gq.Job("k"))).sample_weight == 1
+    sampler._start -= sampling.RATE_WINDOW
+    _acked(ledger, 1)  # slow again: every job is timed
+    assert sampler.every == 1
+    sampler.picked.clear()
+    job = _offered(sampler, jobs.encode(gq.Job("k")))
+    assert sampler.picked[id(job)].weight == 1
 
 
 def test_a_fast_worker_samples_after_rate_jobs_not_a_whole_window(
-    sampling: None, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(metrics, "RATE_WINDOW", 3600.0)  # never over, however slow the host
-    recorder = metrics.PrometheusRecorder("q")
-    recorder.done(metrics.RATE_JOBS - 1)
-    assert metrics.SAMPLING.every == 1  # too few jobs, too short a time to tell
-    recorder.done(1)  # RATE_JOBS jobs well within RATE_WINDOW s: above SAMPLE_ABOVE jobs/s
-    assert metrics.SAMPLING.every > 1
+    monkeypatch.setattr(sampling, "RATE_WINDOW", 3600.0)  # never over, however slow the host
+    sampler = Sampler()
+    sampler.start()
+    sampler.count(sampling.RATE_JOBS - 1)
+    assert sampler.every == 1  # too few jobs, too short a time to tell
+    sampler.count(1)  # RATE_JOBS jobs well within RATE_WINDOW s: above SAMPLE_ABOVE jobs/s
+    assert sampler.every > 1
 
 
-def test_the_processor_times_the_jobs_decode_picked_and_counts_them_by_weight(
-    backend: Backend, sampling: None, monkeypatch: pytest.MonkeyPatch
+def test_a_consumer_without_metrics_samples_nothing() -> None:
+    assert Ledger({"q": Recorder("q")}).sampler.every == 0
+    assert Ledger({"q": metrics.PrometheusRecorder("q", histograms=False)}).sampler.every == 0
+
+
+def test_the_processor_times_the_jobs_the_poller_picked_and_counts_them_by_weight(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     timed: list[str] = []
 
     class Counting(metrics.PrometheusRecorder):
-        def started(self, job: gq.Job) -> float:
-            timed.append(job.id)
-            return super().started(job)
+        def started(self, sample: Sample) -> float:
+            timed.append(sample.job.id)
+            return super().started(sample)
 
     recorder = Counting(backend.queue)
-    monkeypatch.setattr(metrics.SAMPLING, "count", lambda done: None)  # keep what is set
-    monkeypatch.setattr(jobs, "_gap", lambda: 4)  # pick the 4th, 8th, ... job decoded
-    jobs.sample(4)
+    monkeypatch.setattr(Sampler, "start", lambda self: self._set(4))
+    monkeypatch.setattr(Sampler, "count", lambda self, done: None)  # keep what is set
+    monkeypatch.setattr(Sampler, "_gap", lambda self: 4)  # pick the 4th, 8th, ... job fetched
     consumer = gq.Consumer(backend.queue, client=backend.client(), processor_concurrency=1)
     consumer.recorders[backend.queue] = recorder
     done: list[str] = []
@@ -480,7 +500,7 @@ def test_without_histograms_jobs_are_counted_and_not_timed(backend: Backend) -> 
 
 
 def test_a_consumer_of_two_queues_counts_each_job_under_its_own_queue(
-    backend: Backend, sampling: None
+    backend: Backend,
 ) -> None:
     import prometheus_client
 
@@ -488,7 +508,6 @@ def test_a_consumer_of_two_queues_counts_each_job_under_its_own_queue(
     consumer = gq.Consumer(names, client=backend.client(), job_max_attempts=0)
     consumer.opts.poller_poll_duration = 0.2
     recorder = metrics.enable(consumer)
-    jobs.sample(1)  # time every job, whatever an earlier test left
     assert recorder is consumer.recorders[first]
     gq.Producer(first, client=backend.direct()).perform_many([b"ok"] * 2)
     gq.Producer(second, client=backend.direct()).perform_many([b"ok"] * 3 + [b"fail"])

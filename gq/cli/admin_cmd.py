@@ -34,7 +34,7 @@ from gq.cli.common import (
     unix_time,
 )
 from gq.cli.logs import scrub, url_secrets
-from gq.store.admin import QueueAdmin
+from gq.queue import Queue
 
 DESCRIPTION = """\
 The gq operator's tool: look at a queue, enqueue from the shell, retry or delete dead
@@ -50,7 +50,7 @@ exit codes:
   3  Redis unreachable or refusing the credentials
 """
 
-Command = Callable[[argparse.Namespace, QueueAdmin], int]
+Command = Callable[[argparse.Namespace, Queue], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -227,11 +227,11 @@ def run(argv: list[str] | None = None) -> int:
             return dashboard_cmd.run(args)
         if args.command == "metrics":
             return metrics_cmd.run(args)
-        rq = open_queue(args.url, require_queue(args.queue))
+        queue = open_queue(args.url, require_queue(args.queue))
         try:
-            return int(args.func(args, rq))
+            return int(args.func(args, queue))
         finally:
-            rq.client.close()
+            queue.client.close()
     except CliError as exc:
         print(f"gq: error: {scrub(exc.message, secrets)}", file=sys.stderr)
         return exc.code

@@ -15,7 +15,7 @@ from gq.cli import ENV_QUEUE, ENV_URL, EXIT_UNREACHABLE, EXIT_USAGE
 from gq.cli.logs import scrub, url_secrets
 from gq.errors import ConfigurationError, PermissionDeniedError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
-from gq.store.admin import QueueAdmin
+from gq.queue import Queue
 from gq.store.base import ScriptedQueue, describe
 from gq.store.connection import DEFAULT_URL, client_from_url, redact_url
 
@@ -187,10 +187,10 @@ def is_refusal(exc: BaseException) -> bool:
     )
 
 
-def open_queue(url: str, queue: str, **pool_options: Any) -> QueueAdmin:
-    """A QueueAdmin on ``url`` that has answered a PING (exit 3 if not, 2 for a bad URL)."""
+def open_queue(url: str, queue: str, **pool_options: Any) -> Queue:
+    """A gq.Queue on ``url`` that has answered a PING (exit 3 if not, 2 for a bad URL)."""
     rq = queue_on(url, queue, **pool_options)
-    problem = unreachable(rq, url)
+    problem = unreachable(rq.store, url)
     if problem is not None:
         rq.client.close()
         message = f"cannot use Redis at {redact_url(url)}: {problem}"
@@ -198,12 +198,12 @@ def open_queue(url: str, queue: str, **pool_options: Any) -> QueueAdmin:
     return rq
 
 
-def queue_on(url: str, queue: str, **pool_options: Any) -> QueueAdmin:
-    """A QueueAdmin on ``url``, not yet connected (exit 2 for a bad URL)."""
+def queue_on(url: str, queue: str, **pool_options: Any) -> Queue:
+    """A gq.Queue on ``url``, not yet connected (exit 2 for a bad URL)."""
     pool_options.setdefault("socket_connect_timeout", 5.0)
     pool_options.setdefault("socket_timeout", 10.0)
     try:
-        return QueueAdmin(client_from_url(url, **pool_options), queue)
+        return Queue(queue, client=client_from_url(url, **pool_options))
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built

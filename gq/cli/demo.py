@@ -124,7 +124,7 @@ def choose_backend(url: str) -> tuple[str, str]:
         return url, f"embedded in-process server ({url})"
     rq = queue_on(url, "gq-demo", socket_connect_timeout=2.0)
     try:
-        problem = unreachable(rq, url)
+        problem = unreachable(rq.store, url)
     finally:
         rq.client.close()
     if problem is None:

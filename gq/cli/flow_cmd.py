@@ -13,7 +13,6 @@ from typing import Any
 from gq.cli import EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError, duration
 from gq.queue import MAX_RATE_JOBS, MAX_RATE_PERIOD, Queue, flow_report
-from gq.store.admin import QueueAdmin
 
 _RATE = re.compile(r"^\s*([0-9]+)\s*/\s*(\S+)\s*$")
 _NO_JOBS = "(to stop every consumer, pause the queue: gq pause)"
@@ -124,8 +123,7 @@ def _limit_flags(parser: argparse.ArgumentParser) -> None:
 # -- commands ------------------------------------------------------------------------------
 
 
-def pause(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    queue = _queue(rq)
+def pause(args: argparse.Namespace, queue: Queue) -> int:
     was = queue.paused
     queue.pause()
     note = " (it already was)" if was else ""
@@ -133,8 +131,8 @@ def pause(args: argparse.Namespace, rq: QueueAdmin) -> int:
     return EXIT_OK
 
 
-def resume(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    queue, before = _queue(rq), rq.flow()
+def resume(args: argparse.Namespace, queue: Queue) -> int:
+    before = queue.store.flow()
     queue.resume()
     held = round(before.held_back, 3)
     print(f"queue {queue.name} resumed" + ("" if before.paused else " (it was not paused)")
@@ -142,11 +140,11 @@ def resume(args: argparse.Namespace, rq: QueueAdmin) -> int:
     return EXIT_OK
 
 
-def limit(args: argparse.Namespace, rq: QueueAdmin) -> int:
+def limit(args: argparse.Namespace, queue: Queue) -> int:
     changes = _limit_changes(args)
     if changes:
-        _queue(rq).set_limits(**changes)
-    print(limits_text(flow_report(rq.flow())))
+        queue.set_limits(**changes)
+    print(limits_text(flow_report(queue.store.flow())))
     return EXIT_OK
 
 
@@ -182,9 +180,9 @@ def held_back_text(report: dict[str, Any]) -> str:
     return f"{seconds:g}s more ({why})" if seconds > 0 else ""
 
 
-def cancel(args: argparse.Namespace, rq: QueueAdmin) -> int:
+def cancel(args: argparse.Namespace, queue: Queue) -> int:
     ids = list(dict.fromkeys(args.ids))  # each id once, in order
-    outcomes = rq.cancel(ids)
+    outcomes = queue.store.cancel(ids)  # per id, which gq.Queue.cancel only counts
     print(f"removed {outcomes.count('removed')} ready or scheduled job(s)")
     print(f"cancel requested for {outcomes.count('requested')} running job(s)")
     missing = [job_id for job_id, outcome in zip(ids, outcomes) if not outcome]
@@ -192,10 +190,6 @@ def cancel(args: argparse.Namespace, rq: QueueAdmin) -> int:
     for job_id in missing:
         print(f"gq: not found (unknown, finished or dead): {job_id}", file=sys.stderr)
     return EXIT_OK
-
-
-def _queue(rq: QueueAdmin) -> Queue:
-    return Queue(rq.keys.name, client=rq.client)
 
 
 def stats_rows(report: dict[str, Any]) -> list[tuple[str, str]]:

@@ -26,6 +26,7 @@ from gq.cli.formatting import (
 )
 from gq.errors import JobAlreadyExistsError
 from gq.producer import Producer
+from gq.queue import Queue
 from gq.store.admin import QueueAdmin
 from gq.store.base import MAX_BATCH
 
@@ -37,8 +38,8 @@ Listed = tuple[str, float, MessageView]  # id, killed at or due at, what its mes
 # -- enqueue -----------------------------------------------------------------------------
 
 
-def enqueue(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    producer = Producer(rq.keys.name, client=rq.client)
+def enqueue(args: argparse.Namespace, queue: Queue) -> int:
+    producer = Producer(queue.name, client=queue.client)
     payloads = _payloads_of(args)
     try:
         if args.id is not None:
@@ -140,14 +141,14 @@ def _batches(payloads: Iterator[bytes]) -> Iterator[list[bytes]]:
 # -- dead and scheduled --------------------------------------------------------------------
 
 
-def dead_list(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    entries = rq.dead_jobs(args.limit)
-    return _list(args, rq, entries, "dead", "KILLED", "killed_at")
+def dead_list(args: argparse.Namespace, queue: Queue) -> int:
+    entries = queue.store.dead_jobs(args.limit)
+    return _list(args, queue.store, entries, "dead", "KILLED", "killed_at")
 
 
-def scheduled_list(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    entries = rq.scheduled_jobs(args.limit)
-    return _list(args, rq, entries, "scheduled", "DUE", "due_at")
+def scheduled_list(args: argparse.Namespace, queue: Queue) -> int:
+    entries = queue.store.scheduled_jobs(args.limit)
+    return _list(args, queue.store, entries, "scheduled", "DUE", "due_at")
 
 
 def _list(
@@ -198,7 +199,9 @@ def _print_table(rq: QueueAdmin, listed: list[Listed], state: str, when_header: 
         print(f"... {len(listed)} of {total} {state} jobs shown (--limit N for more)")
 
 
-def dead_retry(args: argparse.Namespace, rq: QueueAdmin) -> int:
+def dead_retry(args: argparse.Namespace, queue: Queue) -> int:
+    rq = queue.store
+
     def retry(ids: Sequence[str]) -> list[bool]:
         messages = rq.messages(ids) if args.reset_attempts else [None] * len(ids)
         return rq.retry_dead([(job_id, _reset(message)) for job_id, message in zip(ids, messages)])
@@ -206,13 +209,14 @@ def dead_retry(args: argparse.Namespace, rq: QueueAdmin) -> int:
     return _apply(args, rq, retry, lambda n: rq.dead_jobs(n, newest_first=False), "dead", "retried")
 
 
-def dead_delete(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    return _apply(
-        args, rq, rq.delete_dead, lambda n: rq.dead_jobs(n, newest_first=False), "dead", "deleted"
-    )
+def dead_delete(args: argparse.Namespace, queue: Queue) -> int:
+    rq = queue.store
+    dead = lambda n: rq.dead_jobs(n, newest_first=False)  # noqa: E731
+    return _apply(args, rq, rq.delete_dead, dead, "dead", "deleted")
 
 
-def scheduled_delete(args: argparse.Namespace, rq: QueueAdmin) -> int:
+def scheduled_delete(args: argparse.Namespace, queue: Queue) -> int:
+    rq = queue.store
     return _apply(args, rq, rq.delete_scheduled, rq.scheduled_jobs, "scheduled", "deleted")
 
 

@@ -14,7 +14,7 @@ from gq.cli.common import CliError
 from gq.cli.formatting import local_time, print_json_lines, relative, table
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic, ScheduleInfo, check_schedule, describe
-from gq.store.admin import QueueAdmin
+from gq.queue import Queue
 
 # -- gq-worker --periodic ----------------------------------------------------------------
 
@@ -116,15 +116,15 @@ def _add_action(
     )
 
 
-def list_schedules(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    infos = describe(rq)
+def list_schedules(args: argparse.Namespace, queue: Queue) -> int:
+    infos = describe(queue.store)
     if args.json:
         print_json_lines([info.as_dict() for info in infos])
         return EXIT_OK
     if not infos:
-        print(f"no periodic schedules on queue {rq.keys.name}")
+        print(f"no periodic schedules on queue {queue.name}")
         return EXIT_OK
-    now = rq.server_time()
+    now = queue.store.server_time()
     print(table(("NAME", "RULE", "TZ", "LAST", "", "NEXT", ""), [_row(i, now) for i in infos]))
     return EXIT_OK
 
@@ -146,10 +146,10 @@ def _when(when: int | None, now: float) -> tuple[str, str]:
     return local_time(when), f"({relative(when, now)})"
 
 
-def delete_schedules(args: argparse.Namespace, rq: QueueAdmin) -> int:
+def delete_schedules(args: argparse.Namespace, queue: Queue) -> int:
     names = list(dict.fromkeys(args.names))
-    known = set(rq.periodic_state())
-    rq.delete_periodic(names)
+    known = set(queue.store.periodic_state())
+    queue.store.delete_periodic(names)
     for name in names:
         print(f"{name}: {'forgotten' if name in known else 'not found'}")
     return EXIT_OK if all(name in known for name in names) else EXIT_FATAL

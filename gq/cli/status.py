@@ -8,16 +8,14 @@ from typing import Any
 
 from gq.cli import EXIT_OK, facts_view, flow_cmd
 from gq.cli.formatting import age, json_safe, local_time, print_json_lines, relative, table
-from gq.queue import consumer_report
-from gq.queue import stats as queue_stats
-from gq.store.admin import QueueAdmin
+from gq.queue import Queue
 
 # What a line of `gq consumers --json` copies from gq.queue.consumer_report.
 REPORT_FIELDS = ("state", "alive", "silent", "silent_for", "in_flight", "recover_at", "recover_in")
 
 
-def stats(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    report = queue_stats(rq, args.consumer_timeout)
+def stats(args: argparse.Namespace, queue: Queue) -> int:
+    report = queue.stats(args.consumer_timeout)
     print(json.dumps(json_safe(report)) if args.json else _stats_text(report))
     return EXIT_OK
 
@@ -40,12 +38,12 @@ def _stats_text(report: dict[str, Any]) -> str:
     return "\n".join(f"{name:<11}{value}" for name, value in rows)
 
 
-def consumers(args: argparse.Namespace, rq: QueueAdmin) -> int:
-    entries = [_entry(report) for report in consumer_report(rq, args.consumer_timeout)]
+def consumers(args: argparse.Namespace, queue: Queue) -> int:
+    entries = [_entry(report) for report in queue.consumers(args.consumer_timeout)]
     if args.json:
         print_json_lines(entries)
     elif not entries:
-        print(f"no consumers registered on queue {rq.keys.name}")
+        print(f"no consumers registered on queue {queue.name}")
     else:
         _print_consumers(entries, args.consumer_timeout)
     return EXIT_OK

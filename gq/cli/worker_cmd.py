@@ -32,7 +32,7 @@ from gq.cli.supervised import Child, check_flags, child_for  # a child of --proc
 from gq.cli.worker_args import build_parser, load_handler, worker_queues
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic
-from gq.store.base import ScriptedQueue, describe
+from gq.store.base import describe
 from gq.store.connection import redact_url
 from gq.store.jobs import RedisQueue
 
@@ -88,7 +88,7 @@ def _consumer(
         ) from None
 
 
-def _start_metrics(args: argparse.Namespace, consumer: gq.Consumer, rq: ScriptedQueue) -> Any:
+def _start_metrics(args: argparse.Namespace, consumer: gq.Consumer, rq: gq.Queue) -> Any:
     """The metrics server, or None; ``rq``'s connections are closed if it cannot start."""
     try:
         return metrics_cmd.start_worker_metrics(args, consumer)

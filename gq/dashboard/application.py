@@ -28,7 +28,8 @@ from gq.dashboard.security import (
 )
 from gq.errors import ConfigurationError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
-from gq.store.admin import QueueAdmin, registered_queues
+from gq.queue import Queue
+from gq.store.admin import registered_queues
 from gq.version import __version__
 
 log = logging.getLogger("gq.dashboard")
@@ -86,7 +87,7 @@ class Dashboard:
         self.consumer_timeout = consumer_timeout
         self.refresh = max(2.0, refresh) if refresh else 0.0  # never a tighter poll than 2 s
         self.templates = _environment()
-        self._queues: dict[str, QueueAdmin] = {}
+        self._queues: dict[str, Queue] = {}
         self.metrics_registry: Any = None  # built at the first /metrics scrape
 
     # -- WSGI ------------------------------------------------------------------------------
@@ -151,29 +152,30 @@ class Dashboard:
         registered = registered_queues(self.client)
         return [*self.explicit, *(name for name in registered if name not in self.explicit)]
 
-    def queue(self, name: str) -> QueueAdmin:
+    def queue(self, name: str) -> Queue:
         """The queue ``name``, or a 404 when Redis knows nothing of it (checked before
         anything renders, so a made-up name is never shown back)."""
-        rq = self._queues.get(name) or self._handle(name)
-        if rq is None:
+        queue = self._queues.get(name) or self._handle(name)
+        if queue is None:
             raise HTTPError(404, "No such queue.")
         if name not in self._queues:
-            if name not in self.explicit and not rq.exists() and name not in self.queue_names():
+            known = name in self.explicit or queue.store.exists() or name in self.queue_names()
+            if not known:
                 raise HTTPError(404, "No such queue.")
             if len(self._queues) >= MAX_CACHED_QUEUES:
                 self._queues.clear()
-            self._queues[name] = rq
-        return rq
+            self._queues[name] = queue
+        return queue
 
-    def handles(self, names: Iterable[str]) -> list[QueueAdmin]:
+    def handles(self, names: Iterable[str]) -> list[Queue]:
         """A handle on each of ``names`` that can be one (a name without a hash tag cannot
         on a cluster)."""
         found = [self._queues.get(name) or self._handle(name) for name in names]
         return [rq for rq in found if rq is not None]
 
-    def _handle(self, name: str) -> QueueAdmin | None:
+    def _handle(self, name: str) -> Queue | None:
         try:
-            return QueueAdmin(self.client, name)
+            return Queue(name, client=self.client)
         except ConfigurationError:
             return None
 

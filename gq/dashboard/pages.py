@@ -52,12 +52,12 @@ def _int_arg(request: Request, name: str, default: int, low: int, high: int) -> 
 
 def index(d: Site, request: Request) -> Response:
     names = d.queue_names()
-    rows = [model.summary(rq, d.consumer_timeout) for rq in d.handles(names[:MAX_INDEX])]
+    rows = [model.summary(q.store, d.consumer_timeout) for q in d.handles(names[:MAX_INDEX])]
     return d.render(request, "queues.html", queues=rows, hidden=max(0, len(names) - MAX_INDEX))
 
 
 def queue(d: Site, request: Request, name: str) -> Response:
-    rq = d.queue(name)
+    rq = d.queue(name).store
     return d.render(
         request,
         "queue.html",
@@ -70,7 +70,7 @@ def queue(d: Site, request: Request, name: str) -> Response:
 
 
 def consumers(d: Site, request: Request, name: str) -> Response:
-    rq = d.queue(name)
+    rq = d.queue(name).store
     return d.render(
         request,
         "consumers.html",
@@ -88,7 +88,7 @@ def scheduled(d: Site, request: Request, name: str) -> Response:
 
 
 def _job_list(d: Site, request: Request, name: str, state: str) -> Response:
-    rq = d.queue(name)
+    rq = d.queue(name).store
     summary = model.summary(rq, d.consumer_timeout)
     page, per = _paging(request, summary[state])
     entries = _pager(rq, state)((page - 1) * per, per)
@@ -122,7 +122,7 @@ def _message(request: Request) -> str | None:
 
 
 def job(d: Site, request: Request, name: str) -> Response:
-    rq = d.queue(name)
+    rq = d.queue(name).store
     job_id = request.arg("id") or ""
     [message] = rq.messages([job_id]) if job_id else [None]
     if message is None:
@@ -135,14 +135,14 @@ def job(d: Site, request: Request, name: str) -> Response:
 
 
 def dead_action(d: Site, request: Request, name: str, verb: str) -> Response:
-    rq = d.queue(name)
+    rq = d.queue(name).store
     operation = rq.delete_dead if verb == "delete" else _retry_dead(rq)
     done = _apply(request, rq, operation, "dead")
     return _after(request, name, "/dead", "deleted" if verb == "delete" else "retried", done)
 
 
 def scheduled_action(d: Site, request: Request, name: str, verb: str) -> Response:
-    rq = d.queue(name)
+    rq = d.queue(name).store
     operation = rq.delete_scheduled if verb == "delete" else rq.run_scheduled
     done = _apply(request, rq, operation, "scheduled")
     return _after(request, name, "/scheduled", "deleted" if verb == "delete" else "ran", done)
@@ -151,7 +151,11 @@ def scheduled_action(d: Site, request: Request, name: str, verb: str) -> Respons
 def flow_action(d: Site, request: Request, name: str, verb: str) -> Response:
     """Pause or resume the queue (read-only mode and the CSRF check came first)."""
     pause = verb == "pause"
-    d.queue(name).set_paused(pause)
+    queue = d.queue(name)
+    if pause:
+        queue.pause()
+    else:
+        queue.resume()
     return redirect(f"{queue_url(request, name)}?done={'paused' if pause else 'resumed'}")
 
 
@@ -220,18 +224,18 @@ def segment_name(segment: str) -> str:
 
 def api_queues(d: Site, request: Request) -> Response:
     names = d.queue_names()[:MAX_INDEX]
-    rows = [model.summary(rq, d.consumer_timeout) for rq in d.handles(names)]
+    rows = [model.summary(q.store, d.consumer_timeout) for q in d.handles(names)]
     return json_response({"queues": rows})
 
 
 def api_queue(d: Site, request: Request, name: str) -> Response:
-    rq = d.queue(name)
+    rq = d.queue(name).store
     summary = {**model.summary(rq, d.consumer_timeout), **model.flow(rq)}
     return json_response({**summary, "consumers": model.consumers(rq, d.consumer_timeout)})
 
 
 def api_view(d: Site, request: Request, name: str, view: str) -> Response:
-    rq = d.queue(name)
+    rq = d.queue(name).store
     if view == "consumers":
         return json_response({"consumers": model.consumers(rq, d.consumer_timeout)})
     if view == "history":

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from gq.dashboard.http import Request, Response
-from gq.store.admin import QueueAdmin
+from gq.queue import Queue
 
 
 class Site(Protocol):
@@ -18,9 +18,9 @@ class Site(Protocol):
 
     def queue_names(self) -> list[str]: ...
 
-    def queue(self, name: str) -> QueueAdmin: ...
+    def queue(self, name: str) -> Queue: ...
 
-    def handles(self, names: Iterable[str]) -> list[QueueAdmin]: ...
+    def handles(self, names: Iterable[str]) -> list[Queue]: ...
 
     def render(
         self, request: Request, template: str, status: int = 200, **context: Any

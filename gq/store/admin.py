@@ -1,27 +1,28 @@
 """The operator's side of the Redis boundary (the ``gq`` command, the dashboard, the
-metrics exporter, ``gq.Queue``): counts, listings, moving and deleting jobs, and the
-observability reads. The worker's side is ``gq.store.jobs``.
+metrics exporter, ``gq.Queue``): counts, listings, moving and deleting jobs. The
+consumers' own reports (facts, history) and the queue registry are gq.store.registry's;
+the worker's side is ``gq.store.jobs``.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gq.store import base
-from gq.store.base import RedisClient, RedisPipeline, ScriptedQueue, as_text, chunks, optional_int
+from gq.store.base import RedisPipeline, as_text, chunks, optional_int
 from gq.store.keys import QUEUE_REGISTRY
+from gq.store.registry import MAX_REGISTERED_QUEUES as MAX_REGISTERED_QUEUES
+from gq.store.registry import ConsumerReports
+from gq.store.registry import registered_queues as registered_queues  # (re-exported)
 
-# The most queue names read from the registry (a bound on one SSCAN walk).
-MAX_REGISTERED_QUEUES = 10_000
 # History keys live 25 h after their last write (gq.worker.facts.HISTORY_TTL): the hours to delete.
 HISTORY_KEEP_HOURS = 26
 
 
-class QueueAdmin(ScriptedQueue):
+class QueueAdmin(ConsumerReports):
     """What an operator reads and changes of queue ``name``."""
 
     # -- flow control (SPEC section 9; the keys are read by fetch.lua) ---------------------
@@ -245,36 +246,6 @@ class QueueAdmin(ScriptedQueue):
         replies = self._run_batches("retry_dead", keys, batches)
         return [bool(flag) for reply in replies for flag in reply]
 
-    def consumer_facts(self, consumer_ids: Sequence[str]) -> list[dict[str, Any] | None]:
-        """The facts each consumer wrote with its heartbeat; None where there are none
-        (expired, a curlyq consumer, or not JSON)."""
-        if not consumer_ids:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for consumer_id in consumer_ids:
-            pipe.get(self.keys.facts(consumer_id))
-        return [_json_object(raw) for raw in pipe.execute()]
-
-    def history(self, now: float, minutes: int = 60) -> list[tuple[int, int, int]]:
-        """(minute start, done, failed) for the ``minutes`` minutes up to the one holding
-        ``now`` (unix seconds), oldest first; one round trip over the hour keys involved."""
-        last = int(now // 60) * 60
-        starts = [last - 60 * back for back in range(minutes - 1, -1, -1)]
-        hours: dict[int, list[int]] = {}
-        for minute in starts:
-            hours.setdefault(minute - minute % 3600, []).append(minute)
-        plan = [
-            (hour, [f"{kind}:{m}" for kind in ("done", "failed") for m in in_hour])
-            for hour, in_hour in hours.items()
-        ]
-        pipe = self.client.pipeline(transaction=False)
-        for hour, fields in plan:
-            pipe.hmget(self.keys.history(hour), fields)
-        counts: dict[str, int] = {}
-        for (_, fields), values in zip(plan, pipe.execute()):
-            counts.update((f, _count(v)) for f, v in zip(fields, values))
-        return [(m, counts.get(f"done:{m}", 0), counts.get(f"failed:{m}", 0)) for m in starts]
-
     def periodic_state(self) -> dict[str, tuple[str | None, int | None, int | None]]:
         """Each periodic schedule this queue knows: name -> (rule text, cursor, last enqueued)."""
         k = self.keys
@@ -312,25 +283,6 @@ class QueueAdmin(ScriptedQueue):
         hour = int(time.time()) // 3600 * 3600
         hours = range(hour - HISTORY_KEEP_HOURS * 3600, hour + 7200, 3600)  # skew both ways
         return [*map(self.keys.facts, ids), *map(self.keys.history, hours)]
-
-    def facts(self, consumer_ids: Sequence[str]) -> list[bytes | None]:
-        """The stored facts (JSON) of each consumer, None where there are none."""
-        if not consumer_ids:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for consumer_id in consumer_ids:
-            pipe.get(self.keys.facts(consumer_id))
-        return [None if value is None else bytes(value) for value in pipe.execute()]
-
-    def history_fields(self, hours: Sequence[int]) -> dict[str, int]:
-        """The per-minute fields (``done:<minute>``, ``failed:<minute>``) of the given hours."""
-        pipe = self.client.pipeline(transaction=False)
-        for hour in hours:
-            pipe.hgetall(self.keys.history(hour))
-        merged: dict[str, int] = {}
-        for reply in pipe.execute():
-            merged.update({as_text(field): int(value) for field, value in reply.items()})
-        return merged
 
     def gauges(self, consumer_timeout: float) -> QueueGauges:
         """The queue-wide numbers of a metrics scrape, in one atomic round trip."""
@@ -376,32 +328,3 @@ class QueueGauges:
     consumers_dead: int
     head: bytes | None
     now: float
-
-
-def registered_queues(client: RedisClient, limit: int = MAX_REGISTERED_QUEUES) -> list[str]:
-    """The queue names in the registry (``gq:queues``), sorted; at most ``limit`` of them,
-    read with SSCAN so that a huge registry cannot block Redis."""
-    names: set[str] = set()
-    for member in client.sscan_iter(QUEUE_REGISTRY, count=1000):
-        names.add(as_text(member))
-        if len(names) >= limit:
-            break
-    return sorted(names)
-
-
-def _json_object(raw: Any) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _count(raw: Any) -> int:
-    try:
-        return max(0, int(raw)) if raw is not None else 0
-    except ValueError:
-        return 0
-

@@ -1,17 +1,15 @@
 """The worker's and the producer's side of the Redis boundary: a typed method per Lua
-script of SPEC section 4 (push, fetch, ack, retry, kill, recover...), and the signal
-waits over several queues (SPEC section 9). The operator's side is ``gq.store.admin``.
+script of SPEC section 4 (push, fetch, ack, retry, kill, recover...). The waits for the
+signal are ``gq.store.signals``'; the operator's side is ``gq.store.admin``.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import redis
-from redis.crc import key_slot
 
 from gq.store.base import (
     MAX_BATCH,
@@ -21,17 +19,15 @@ from gq.store.base import (
     flags,
     full_queue_errors,
     optional_int,
-    out_of_memory,
     permission_errors,
     push_batches,
     schedule_batches,
 )
 from gq.store.keys import QUEUE_REGISTRY
+from gq.store.signals import signalled as signalled  # (re-exported: callers of old)
+from gq.store.signals import wait_for_any_signal as wait_for_any_signal
+from gq.store.signals import wait_for_signal
 
-# How often a consumer on the embedded server (fakeredis) looks for the signal.
-EMBEDDED_POLL = 0.01
-# How often a consumer looks for jobs while Redis refuses the blocking wait (maxmemory).
-OOM_POLL = 0.5
 # How long a cancel request for a job in flight is kept (s): its consumer reads it within
 # a second; one that never comes back had its jobs recovered, and recover.lua drops them.
 CANCEL_KEEP = 3600
@@ -97,28 +93,7 @@ class RedisQueue(ScriptedQueue):
 
         The element is moved onto its own list, so it stays for the other consumers.
         """
-        key = self.keys.signal
-        if self._embedded:
-            # fakeredis answers BLMOVE at once (2.41), and a greenlet killed inside its
-            # blocking commands releases the server's lock twice: poll instead, so that
-            # a stop interrupts a sleep, never fakeredis.
-            deadline = time.monotonic() + timeout
-            while self.client.lmove(key, key, "LEFT", "LEFT") is None:
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process
-            return True
-        try:
-            with permission_errors("BLMOVE"):
-                # A float timeout: BLMOVE takes one (Redis 6+), redis-py annotates it int.
-                return self.client.blmove(key, key, timeout, "LEFT", "LEFT") is not None  # type: ignore[arg-type]
-        except redis.ResponseError as exc:
-            if not out_of_memory(exc):
-                raise
-            # At maxmemory (noeviction) Redis refuses BLMOVE before it looks at the list,
-            # but fetch still runs (fetch.lua) and is what frees memory: poll instead.
-            time.sleep(min(timeout, OOM_POLL))  # gevent.sleep in a patched process
-            return True
+        return wait_for_signal(self, timeout)
 
     def fetch(
         self, consumer_id: str, count: int, *, idle: bool = True, acks: Sequence[str] = ()
@@ -348,54 +323,6 @@ class RedisQueue(ScriptedQueue):
 def not_registered(exc: redis.ResponseError) -> bool:
     """Whether fetch.lua refused because this consumer is not registered (GQNOTREGISTERED)."""
     return "GQNOTREGISTERED" in str(exc)
-
-
-def signalled(queues: Sequence[RedisQueue]) -> list[bool]:
-    """Whether each queue's signal is raised ("it may have jobs"), read in one round trip
-    (a cluster pipeline when the queues live in several slots)."""
-    pipe = queues[0].client.pipeline(transaction=False)
-    for queue in queues:
-        pipe.exists(queue.keys.signal)
-    return [bool(flag) for flag in pipe.execute()]
-
-
-def wait_for_any_signal(queues: Sequence[RedisQueue], timeout: float) -> int | None:
-    """Block until one of the queues may have jobs (its index) or ``timeout`` passes.
-
-    One BLPOP over every signal list where they share a server slot (a plain Redis, or
-    queues with one hash tag on a Cluster); BLPOP takes the "1", so it is put back at
-    once for the other consumers (BLMOVE, which leaves it, takes one list only). On a
-    Cluster whose queues live in several slots, a short blocking wait on each in turn:
-    a signal is then seen within ``timeout`` at worst.
-    """
-    first = queues[0]
-    keys = [queue.keys.signal for queue in queues]
-    if first._embedded:
-        return _poll_signals(queues, timeout)
-    if first.cluster and len({key_slot(key.encode()) for key in keys}) > 1:
-        share = max(EMBEDDED_POLL * 10, timeout / len(queues))
-        return next((i for i, q in enumerate(queues) if q.wait_for_signal(share)), None)
-    with permission_errors("BLPOP"):
-        reply = first.client.blpop(keys, timeout)
-    if reply is None:
-        return None
-    key = as_text(reply[0])
-    pipe = first.client.pipeline(transaction=False)
-    pipe.lpush(key, "1")
-    pipe.ltrim(key, 0, 0)  # one "1" at most, whatever a writer did meanwhile
-    pipe.execute()
-    return keys.index(key)
-
-
-def _poll_signals(queues: Sequence[RedisQueue], timeout: float) -> int | None:
-    deadline = time.monotonic() + timeout
-    while True:
-        flags = signalled(queues)
-        if any(flags):
-            return flags.index(True)
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process
 
 
 @dataclass(frozen=True)

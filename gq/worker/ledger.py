@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from gq.job import Job
 from gq.worker.recorder import Recorder
+from gq.worker.sampling import Sampler
 
 
 class Ledger:
@@ -22,6 +23,10 @@ class Ledger:
         # Per queue (two may hold one id): for Poller._reconcile after a lost reply, and
         # for cancels.
         self.held: dict[str, set[str]] = {name: set() for name in recorders}
+        # Which jobs the histograms time; on when a recorder times jobs (gq.metrics).
+        self.sampler = Sampler()
+        if any(recorder.times_jobs for recorder in recorders.values()):
+            self.sampler.start()
 
     def hold(self, queue: str, ids: Iterable[str]) -> None:
         self.held[queue].update(ids)
@@ -38,6 +43,8 @@ class Ledger:
         for job in done:
             held.discard(job.id)
         self.recorders[queue].done(len(done))
+        if self.sampler.every:
+            self.sampler.count(len(done))  # the rate that sets how many are timed
 
     def holds(self) -> bool:
         """Whether this process holds any job."""

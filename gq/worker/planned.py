@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from gq.options import ConsumerOptions
     from gq.worker.acker import Acker
     from gq.worker.recorder import Recorder
+    from gq.worker.sampling import Sample
 
 
 def planner_of(handler: object) -> Callable[[Job], Plan] | None:
@@ -39,6 +40,7 @@ class PlannedRuns:
 
     _opts: ConsumerOptions
     recorders: Mapping[str, Recorder]
+    _picked: dict[int, Sample]
     acker: Acker
 
     _abandoned: bool
@@ -51,7 +53,7 @@ class PlannedRuns:
         job: Job,
         slot: Any,
         began: float,
-        timed: float,
+        sample: Sample | None,
         exc: BaseException,
         plan: Plan | None = None,
     ) -> None:
@@ -60,8 +62,8 @@ class PlannedRuns:
     def _execute_planned(self, job: Job, planner: Callable[[Job], Plan], slot: Any) -> None:
         """``execute`` for a dispatcher's job: the Plan says what to run, and its
         timeout, attempts and backoff (None: the consumer's)."""
-        timed = job.sample_weight
-        began = self.recorders[job.queue].started(job) if timed else 0.0
+        sample = self._picked.pop(id(job), None) if self._picked else None
+        began = self.recorders[job.queue].started(sample) if sample is not None else 0.0
         slot.job = job
         plan = None
         try:
@@ -75,11 +77,11 @@ class PlannedRuns:
             if self._abandoned:
                 raise  # a forced stop: the job stays in flight for another consumer
             # A task (or a library it called) raised it: a failed attempt, as for a handler.
-            self._finished_badly(job, slot, began, timed, GreenletExitRaised(), plan)
+            self._finished_badly(job, slot, began, sample, GreenletExitRaised(), plan)
         except BaseException as exc:  # noqa: BLE001 - the task's failure, whatever it raised
-            self._finished_badly(job, slot, began, timed, exc, plan)
+            self._finished_badly(job, slot, began, sample, exc, plan)
         else:
             slot.job = None
-            if timed:
-                self.recorders[job.queue].finished(job, began)
+            if sample is not None:
+                self.recorders[job.queue].finished(sample, began)
             self.acker.add(job)

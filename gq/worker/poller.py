@@ -38,9 +38,8 @@ from gq.store.jobs import (
     Fetched,
     RedisQueue,
     not_registered,
-    signalled,
-    wait_for_any_signal,
 )
+from gq.store.signals import signalled, wait_for_any_signal
 from gq.worker.acker import Acker
 from gq.worker.ledger import Ledger
 from gq.worker.outcomes import Outcomes
@@ -267,6 +266,8 @@ class Poller:
         good: list[Job] = []
         bad: list[tuple[Job, bytes | None, str]] = []
         decode = jobs.decode
+        sampler = self._ledger.sampler
+        sampling = sampler.every  # 0 (metrics off): no job is offered
         for job_id, message in fetched:
             try:
                 if message is None:
@@ -278,6 +279,8 @@ class Poller:
                 bad.append((_placeholder(job_id, queue), message, str(exc)))
                 continue
             job.queue = queue
+            if sampling:
+                sampler.offer(job, message)
             good.append(job)
         self._processor.put(good)
         for job, message, reason in bad:

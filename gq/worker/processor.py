@@ -34,6 +34,7 @@ from gq.worker.ledger import Ledger
 from gq.worker.outcomes import Outcomes
 from gq.worker.planned import PlannedRuns, planner_of
 from gq.worker.recorder import Recorder
+from gq.worker.sampling import Sample
 
 log = logging.getLogger("gq.processor")
 
@@ -75,6 +76,8 @@ class Processor(PlannedRuns):
         self._context = context
         self._ledger = ledger = ledger or Ledger({name: Recorder(name) for name in queues})
         self.recorders = ledger.recorders  # one per queue: its jobs' outcomes
+        self._sampler = ledger.sampler
+        self._picked = ledger.sampler.picked  # id(job) -> Sample, for the jobs to time
         self.acker = acker or Acker(queues, consumer_id, opts, ledger.acked, on_fatal, context)
         self._outcomes = outcomes or Outcomes(
             queues, consumer_id, opts, ledger, self.acker, on_fatal, context
@@ -168,6 +171,8 @@ class Processor(PlannedRuns):
             self.buffer.put_nowait(job)
         for job in dropped:
             self._ledger.release(job)
+        if self._picked:
+            self._sampler.forget(dropped)
         return dropped
 
     def quiet(self) -> bool:
@@ -226,10 +231,11 @@ class Processor(PlannedRuns):
             return self._execute_planned(job, self._planner, slot or _NO_SLOT)
         slot = slot or _NO_SLOT
         timeout = self._opts.job_timeout
-        # 0 but on the jobs decode() picked for the metrics' histograms (gq.job.sample):
-        # the others cost one attribute read, whether metrics are on or off.
-        timed = job.sample_weight
-        began = self.recorders[job.queue].started(job) if timed else 0.0
+        # None but on the jobs picked for the metrics' histograms (gq.worker.sampling):
+        # the others cost one look at an empty dict, whether metrics are on or off.
+        picked = self._picked
+        sample = picked.pop(id(job), None) if picked else None
+        began = self.recorders[job.queue].started(sample) if sample is not None else 0.0
         slot.job = job
         try:
             # A copy: what the handler does to its Job must not change what is stored.
@@ -244,13 +250,13 @@ class Processor(PlannedRuns):
                 raise  # a forced stop: the job stays in flight for another consumer
             # A handler (or a library it called) raised it, or killed this greenlet:
             # not a stop, so a failed attempt, and the worker goes on.
-            self._finished_badly(job, slot, began, timed, GreenletExitRaised())
+            self._finished_badly(job, slot, began, sample, GreenletExitRaised())
         except BaseException as exc:  # noqa: BLE001 - the handler's failure, whatever it raised
-            self._finished_badly(job, slot, began, timed, exc)
+            self._finished_badly(job, slot, began, sample, exc)
         else:
             slot.job = None
-            if timed:
-                self.recorders[job.queue].finished(job, began)
+            if sample is not None:
+                self.recorders[job.queue].finished(sample, began)
             self.acker.add(job)
 
     def _finished_badly(
@@ -258,13 +264,13 @@ class Processor(PlannedRuns):
         job: Job,
         slot: _Slot,
         began: float,
-        timed: float,
+        sample: Sample | None,
         exc: BaseException,
         plan: Plan | None = None,
     ) -> None:
         slot.job = None
-        if timed:
-            self.recorders[job.queue].finished(job, began)
+        if sample is not None:
+            self.recorders[job.queue].finished(sample, began)
         self._outcomes.ended(job, exc, plan)
 
     # -- cancels (gq.Queue.cancel; the consumer's canceller loop calls cancel) -------------

@@ -6,8 +6,8 @@ per-minute counts for the throughput history (SPEC section 10), bumped once per
 acknowledgement batch or per failure, never written to Redis per job (``gq.worker.facts``
 flushes them with the heartbeat). Its timing hooks do nothing;
 ``gq.metrics.PrometheusRecorder`` overrides them when metrics are on. The processor calls
-them only for the jobs ``gq.job.decode`` picked for the histograms (``Job.sample_weight``),
-none while nothing samples.
+them only for the jobs the consumer's sampler picked for the histograms
+(``gq.worker.sampling``), none while nothing samples.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from gq.job import Job
+from gq.worker.sampling import Sample
 
 #: The outcomes of a job, as ``gq_jobs_total{outcome}`` names them.
 OUTCOMES = ("done", "retried", "killed", "cancelled", "rate_limited")
@@ -65,14 +65,17 @@ class Recorder:
         self.recoveries = 0
         self.history = History()
 
-    # -- per sampled job (Job.sample_weight) -----------------------------------------------
+    #: Whether this recorder times jobs (its consumer then samples them).
+    times_jobs = False
 
-    def started(self, job: Job) -> float:
-        """A handler is about to run ``job``; returns what ``finished`` gets back."""
+    # -- per sampled job (gq.worker.sampling) ----------------------------------------------
+
+    def started(self, sample: Sample) -> float:
+        """A handler is about to run ``sample.job``; returns what ``finished`` gets back."""
         return 0.0
 
-    def finished(self, job: Job, began: float) -> None:
-        """The handler of ``job``, for which ``started`` returned ``began``, has returned
+    def finished(self, sample: Sample, began: float) -> None:
+        """The handler of ``sample.job``, for which ``started`` returned ``began``, has returned
         or raised."""
 
     # -- per batch or per failure ---------------------------------------------------------

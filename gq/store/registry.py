@@ -1,0 +1,97 @@
+"""What consumers report about themselves, read back (SPEC section 10): their facts
+(``Q:facts:<id>``), the throughput history (``Q:history:<hour>``) and the registry of
+queue names (``gq:queues``). The operator's handle (``gq.store.admin.QueueAdmin``) is
+one of these."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from gq.store.base import RedisClient, ScriptedQueue, as_text
+from gq.store.keys import QUEUE_REGISTRY
+
+# The most queue names read from the registry (a bound on one SSCAN walk).
+MAX_REGISTERED_QUEUES = 10_000
+
+
+class ConsumerReports(ScriptedQueue):
+    """The facts and the history of queue ``name``'s consumers."""
+
+    def consumer_facts(self, consumer_ids: Sequence[str]) -> list[dict[str, Any] | None]:
+        """The facts each consumer wrote with its heartbeat; None where there are none
+        (expired, a curlyq consumer, or not JSON)."""
+        if not consumer_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for consumer_id in consumer_ids:
+            pipe.get(self.keys.facts(consumer_id))
+        return [_json_object(raw) for raw in pipe.execute()]
+
+    def history(self, now: float, minutes: int = 60) -> list[tuple[int, int, int]]:
+        """(minute start, done, failed) for the ``minutes`` minutes up to the one holding
+        ``now`` (unix seconds), oldest first; one round trip over the hour keys involved."""
+        last = int(now // 60) * 60
+        starts = [last - 60 * back for back in range(minutes - 1, -1, -1)]
+        hours: dict[int, list[int]] = {}
+        for minute in starts:
+            hours.setdefault(minute - minute % 3600, []).append(minute)
+        plan = [
+            (hour, [f"{kind}:{m}" for kind in ("done", "failed") for m in in_hour])
+            for hour, in_hour in hours.items()
+        ]
+        pipe = self.client.pipeline(transaction=False)
+        for hour, fields in plan:
+            pipe.hmget(self.keys.history(hour), fields)
+        counts: dict[str, int] = {}
+        for (_, fields), values in zip(plan, pipe.execute()):
+            counts.update((f, _count(v)) for f, v in zip(fields, values))
+        return [(m, counts.get(f"done:{m}", 0), counts.get(f"failed:{m}", 0)) for m in starts]
+
+    def facts(self, consumer_ids: Sequence[str]) -> list[bytes | None]:
+        """The stored facts (JSON) of each consumer, None where there are none."""
+        if not consumer_ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for consumer_id in consumer_ids:
+            pipe.get(self.keys.facts(consumer_id))
+        return [None if value is None else bytes(value) for value in pipe.execute()]
+
+    def history_fields(self, hours: Sequence[int]) -> dict[str, int]:
+        """The per-minute fields (``done:<minute>``, ``failed:<minute>``) of the given hours."""
+        pipe = self.client.pipeline(transaction=False)
+        for hour in hours:
+            pipe.hgetall(self.keys.history(hour))
+        merged: dict[str, int] = {}
+        for reply in pipe.execute():
+            merged.update({as_text(field): int(value) for field, value in reply.items()})
+        return merged
+
+
+def registered_queues(client: RedisClient, limit: int = MAX_REGISTERED_QUEUES) -> list[str]:
+    """The queue names in the registry (``gq:queues``), sorted; at most ``limit`` of them,
+    read with SSCAN so that a huge registry cannot block Redis."""
+    names: set[str] = set()
+    for member in client.sscan_iter(QUEUE_REGISTRY, count=1000):
+        names.add(as_text(member))
+        if len(names) >= limit:
+            break
+    return sorted(names)
+
+
+def _json_object(raw: Any) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _count(raw: Any) -> int:
+    try:
+        return max(0, int(raw)) if raw is not None else 0
+    except ValueError:
+        return 0
