@@ -1,4 +1,9 @@
-"""The error tree of gq: every error derives from GQError and keeps its data on attributes."""
+"""The error tree of gq. Every error gq raises to its caller derives from GQError and keeps
+its data on attributes. The signals a handler raises or receives do not, rightly: a
+handler's ``except GQError`` (or ``except Exception``) must not swallow them.
+``JobTimeout`` and ``JobCancelled`` derive from BaseException (they interrupt a handler,
+as ``gevent.Timeout`` does), ``RateLimited``, ``Retry`` and ``Kill`` from Exception (a
+handler raises them to say what becomes of its job)."""
 
 from __future__ import annotations
 

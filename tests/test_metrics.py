@@ -178,7 +178,7 @@ def test_a_sampled_value_counts_as_many_times_as_its_weight() -> None:
 def _offered(sampler: Sampler, message: bytes) -> gq.Job:
     """What the poller does with a fetched message while the sampler is on."""
     job = jobs.decode(message)
-    sampler.offer(job, message)
+    sampler.offer([job], [message])
     return job
 
 
@@ -209,7 +209,9 @@ def test_the_sampler_picks_one_job_in_every_at_random_with_its_ready_at() -> Non
     messages = [jobs.encode(gq.Job(f"{q}{i}", b"x"), ready_at=None if q == "c" else now)
                 for i in range(8000) for q in ("a", "c")]  # fmt: skip
     sampler._set(16)
-    decoded = [_offered(sampler, message) for message in messages]
+    decoded = [jobs.decode(message) for message in messages]
+    for start in range(0, len(messages), 100):  # in fetches of 100, as the poller offers
+        sampler.offer(decoded[start : start + 100], messages[start : start + 100])
     picked = list(sampler.picked.values())
     # 16,000 jobs at p = 1/16: 1,000 expected, standard deviation 31. Strictly
     # alternating queues each get their share (a counter would give one of them all).

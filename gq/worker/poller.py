@@ -266,8 +266,8 @@ class Poller:
         good: list[Job] = []
         bad: list[tuple[Job, bytes | None, str]] = []
         decode = jobs.decode
-        sampler = self._ledger.sampler
-        sampling = sampler.every  # 0 (metrics off): no job is offered
+        sampling = self._ledger.sampler.every  # 0 (metrics off): no job is offered
+        offered: list[bytes] = []  # the good jobs' messages, while sampling
         for job_id, message in fetched:
             try:
                 if message is None:
@@ -280,8 +280,10 @@ class Poller:
                 continue
             job.queue = queue
             if sampling:
-                sampler.offer(job, message)
+                offered.append(message)
             good.append(job)
+        if sampling:
+            self._ledger.sampler.offer(good, offered)
         self._processor.put(good)
         for job, message, reason in bad:
             self._outcomes.discard(job, message, reason)

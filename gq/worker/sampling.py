@@ -9,9 +9,10 @@ unbiased estimates (every job has the same chance, whatever its queue or its pla
 stream); ``gq_jobs_total`` stays exact.
 
 The picks are a countdown to the next one, redrawn at each pick from a geometric law, so
-a job costs the poller one decrement, and the picks are independent of the order of the
-jobs (several queues interleaved, a periodic workload). With the histograms off the
-sampler is off: the poller reads one attribute per fetch, the processor one per job.
+the picks are independent of the order of the
+jobs (several queues interleaved, a periodic workload); a batch costs the poller one
+list of messages and a step per pick. With the histograms off the sampler is off: the
+poller reads one attribute per fetch, the processor looks at one empty dict per job.
 """
 
 from __future__ import annotations
@@ -76,12 +77,15 @@ class Sampler:
             return 1
         return int(math.log(1.0 - self._random.random()) / math.log(1.0 - 1.0 / self.every)) + 1
 
-    def offer(self, job: Job, message: bytes) -> None:
-        """A job handed to the processor (only while ``every``): picked, or not."""
-        self._countdown -= 1
-        if not self._countdown:
-            self._countdown = self._gap()
-            self.picked[id(job)] = Sample(job, self.every, decode_ready_at(message))
+    def offer(self, jobs: list[Job], messages: list[bytes]) -> None:
+        """Jobs handed to the processor (only while ``every``), with their messages: the
+        picks among them, found by skipping from one to the next (no work per job)."""
+        at, count = self._countdown - 1, len(jobs)
+        while at < count:
+            job = jobs[at]
+            self.picked[id(job)] = Sample(job, self.every, decode_ready_at(messages[at]))
+            at += self._gap()
+        self._countdown = at - count + 1
 
     def forget(self, jobs: list[Job]) -> None:
         """Jobs that will not run here (given back, dropped, cancelled before they ran)."""
