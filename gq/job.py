@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -48,6 +48,14 @@ class Job:
     #: and not a field: a fourth constructor argument cost every job of the drain
     #: measurably, and the queue is not part of the job's identity).
     queue = ""
+
+
+def by_queue(jobs: Iterable[Job]) -> dict[str, list[Job]]:
+    """``jobs`` grouped by the queue they were taken from, in order."""
+    groups: dict[str, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.queue, []).append(job)
+    return groups
 
 
 JobLike = Union[Job, bytes, bytearray, memoryview]

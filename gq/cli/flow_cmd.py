@@ -150,8 +150,7 @@ def limit(args: argparse.Namespace, queue: Queue) -> int:
 
 def _limit_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of ``Queue.set_limits`` the flags ask for (none: show)."""
-    given = {"rate": args.rate, "concurrency": args.concurrency}
-    given = {name: value for name, value in given.items() if value is not None}
+    given = {k: v for k, v in vars(args).items() if k in ("rate", "concurrency") and v is not None}
     if args.clear and given:
         raise CliError(EXIT_USAGE, "--clear removes both limits: give it alone")
     return {"rate": None, "concurrency": None} if args.clear else given

@@ -22,12 +22,7 @@ class ConsumerReports(ScriptedQueue):
     def consumer_facts(self, consumer_ids: Sequence[str]) -> list[dict[str, Any] | None]:
         """The facts each consumer wrote with its heartbeat; None where there are none
         (expired, a curlyq consumer, or not JSON)."""
-        if not consumer_ids:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for consumer_id in consumer_ids:
-            pipe.get(self.keys.facts(consumer_id))
-        return [_json_object(raw) for raw in pipe.execute()]
+        return [_json_object(raw) for raw in self.facts(consumer_ids)]
 
     def history(self, now: float, minutes: int = 60) -> list[tuple[int, int, int]]:
         """(minute start, done, failed) for the ``minutes`` minutes up to the one holding

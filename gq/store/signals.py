@@ -23,15 +23,7 @@ def wait_for_signal(queue: ScriptedQueue, timeout: float) -> bool:
     """Block until ``queue`` may have jobs (True) or ``timeout`` seconds pass (False)."""
     key = queue.keys.signal
     if queue._embedded:
-        # fakeredis answers BLMOVE at once (2.41), and a greenlet killed inside its
-        # blocking commands releases the server's lock twice: poll instead, so that
-        # a stop interrupts a sleep, never fakeredis.
-        deadline = time.monotonic() + timeout
-        while queue.client.lmove(key, key, "LEFT", "LEFT") is None:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process
-        return True
+        return _poll_signal(queue, key, timeout)
     try:
         with permission_errors("BLMOVE"):
             # A float timeout: BLMOVE takes one (Redis 6+), redis-py annotates it int.
@@ -45,9 +37,20 @@ def wait_for_signal(queue: ScriptedQueue, timeout: float) -> bool:
         return True
 
 
+def _poll_signal(queue: ScriptedQueue, key: str, timeout: float) -> bool:
+    # fakeredis answers BLMOVE at once (2.41), and a greenlet killed inside its blocking
+    # commands releases the server's lock twice: poll instead, so that a stop interrupts
+    # a sleep, never fakeredis.
+    deadline = time.monotonic() + timeout
+    while queue.client.lmove(key, key, "LEFT", "LEFT") is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(EMBEDDED_POLL)  # gevent.sleep in a patched process
+    return True
+
+
 def signalled(queues: Sequence[ScriptedQueue]) -> list[bool]:
-    """Whether each queue's signal is raised ("it may have jobs"), read in one round trip
-    (a cluster pipeline when the queues live in several slots)."""
+    """Whether each queue's signal is raised ("it may have jobs"), in one round trip."""
     pipe = queues[0].client.pipeline(transaction=False)
     for queue in queues:
         pipe.exists(queue.keys.signal)
@@ -75,11 +78,16 @@ def wait_for_any_signal(queues: Sequence[ScriptedQueue], timeout: float) -> int 
     if reply is None:
         return None
     key = as_text(reply[0])
-    pipe = first.client.pipeline(transaction=False)
+    _put_back(first, key)
+    return keys.index(key)
+
+
+def _put_back(queue: ScriptedQueue, key: str) -> None:
+    """Raise the signal BLPOP took, for the other consumers."""
+    pipe = queue.client.pipeline(transaction=False)
     pipe.lpush(key, "1")
     pipe.ltrim(key, 0, 0)  # one "1" at most, whatever a writer did meanwhile
     pipe.execute()
-    return keys.index(key)
 
 
 def _poll_signals(queues: Sequence[ScriptedQueue], timeout: float) -> int | None:

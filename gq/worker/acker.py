@@ -20,7 +20,7 @@ from gevent.event import Event
 
 from gq.backoff import backoff
 from gq.errors import AckJobError, GQError
-from gq.job import Job
+from gq.job import Job, by_queue
 from gq.options import ConsumerOptions
 from gq.store.base import MAX_BATCH, describe, is_refusal
 from gq.store.jobs import RedisQueue
@@ -197,9 +197,7 @@ class Acker:
     def _ack(self, batch: list[Job]) -> bool:
         if self._single is not None:
             return self._ack_on(self._single, batch)
-        groups: dict[str, list[Job]] = {}
-        for job in batch:
-            groups.setdefault(job.queue, []).append(job)
+        groups = by_queue(batch)
         return all(self._ack_on(self._queues[name], jobs_) for name, jobs_ in groups.items())
 
     def _ack_on(self, queue: RedisQueue, batch: list[Job]) -> bool:

@@ -85,10 +85,9 @@ def queue_weights(queue: Queues) -> dict[str, int]:
 def _named_weights(given: Sequence[str] | Mapping[str, int]) -> dict[str, int]:
     if isinstance(given, Mapping):
         return dict(given)
-    weights = dict.fromkeys(given, 1)
-    if len(weights) != len(list(given)):
+    if len(set(given)) != len(list(given)):
         raise ConfigurationError(f"a queue is named twice in {list(given)!r}")
-    return weights
+    return dict.fromkeys(given, 1)
 
 
 def require_monkey_patching() -> None:

@@ -60,8 +60,7 @@ def retry_delay(
 
 
 def describe(exc: BaseException) -> str:
-    """A failure as stored with its job: ``gq.Kill``'s reason as it is, else the
-    exception's type and text."""
+    """A failure as stored with its job: ``gq.Kill``'s reason, else the type and text."""
     if isinstance(exc, Kill):
         return exc.reason
     text = str(exc)

@@ -14,6 +14,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any, Callable
 
 import gevent
@@ -82,12 +83,16 @@ class Consumer:
         schedules = check_schedule(periodic)  # a list of gq.Periodic (gq/periodic.py)
         self._periodic = PeriodicRunner(self._queue, schedules, self.context) if schedules else None
         self._parts()
-        self._stop_requested = Event()
-        self._force = Event()
-        self._fatal: BaseException | None = None
+        self._between_runs()
         self._running = False
         self._processor: Processor | None = None
         self._poller: Poller | None = None
+
+    def _between_runs(self) -> None:
+        """No stop asked for, nothing fatal: ready for a run."""
+        self._stop_requested = Event()
+        self._force = Event()
+        self._fatal: BaseException | None = None
 
     def _parts(self) -> None:
         """What outlives a run: the counters, the heartbeats, the maintenance steps."""
@@ -127,9 +132,7 @@ class Consumer:
             self._run(handler)
         finally:
             self._running = False
-            self._stop_requested = Event()
-            self._force = Event()
-            self._fatal = None
+            self._between_runs()
 
     def consume(
         self, handler: Handler, signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)
@@ -190,17 +193,20 @@ class Consumer:
         try:
             self._stop(run, loops, greenlets)
         finally:
-            if watching:
-                watchdog.disable()
-            liveness.stop_thread_heartbeat()
-            liveness.reporter = None
-            # Whatever is still alive here is abandoned: no more Redis calls. Jobs of
-            # killed handlers stay in flight for another consumer's custodian.
-            gevent.killall([*greenlets.values(), *run.processor.abandon()], timeout=5)
+            self._end(run, greenlets, watching)
         if self._fatal is not None:
             raise self._fatal
         log.info("%s: stopped (done=%d failed=%d)", self.context, self.stats.done,
                  self.stats.failed)  # fmt: skip
+
+    def _end(self, run: Run, greenlets: Greenlets, watching: bool) -> None:
+        if watching:
+            watchdog.disable()
+        self._liveness.stop_thread_heartbeat()
+        self._liveness.reporter = None
+        # Whatever is still alive here is abandoned: no more Redis calls. Jobs of
+        # killed handlers stay in flight for another consumer's custodian.
+        gevent.killall([*greenlets.values(), *run.processor.abandon()], timeout=5)
 
     def _build(self, handler: Handler) -> Run:
         asyncio_loop.install()  # before a sync handler calls asyncio.run()
@@ -215,7 +221,7 @@ class Consumer:
     def _start(self, loops: dict[str, Loop], run: Run) -> Greenlets:
         # The ticker first: greenlets run in the order spawned, and its clock must start
         # before the poller's first fetch puts jobs in flight (see Liveness.tick).
-        tick = lambda: self._liveness.tick(run.processor.drop_buffered)  # noqa: E731
+        tick = partial(self._liveness.tick, run.processor.drop_buffered)
         greenlets = {"Ticker": self._spawn("Ticker", tick)}
         greenlets.update((name, self._spawn(name, loop.run)) for name, loop in loops.items())
         greenlets["Acker"] = self._spawn("Acker", run.acker.run)
@@ -224,10 +230,8 @@ class Consumer:
     def _stop(self, run: Run, loops: dict[str, Loop], greenlets: Greenlets) -> None:
         if self._fatal is None:
             self._shutdown(run, loops, greenlets)
-        if self._fatal is not None:
-            # Jobs that finished are acknowledged even now (bounded), so that they do
-            # not run again; the unfinished ones stay in flight for recovery.
-            run.acker.flush(FINAL_ACKS_SECONDS)
+        if self._fatal is not None:  # finished jobs' acks still go out, so as not to rerun them
+            run.acker.flush(FINAL_ACKS_SECONDS)  # (bounded; unfinished jobs stay in flight)
 
     def _shutdown(self, run: Run, loops: dict[str, Loop], greenlets: Greenlets) -> None:
         """The stop order: stop fetching, give back the buffer, let handlers finish while

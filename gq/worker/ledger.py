@@ -15,6 +15,14 @@ from gq.worker.recorder import Recorder
 from gq.worker.sampling import Sampler
 
 
+def _sampler(recorders: Mapping[str, Recorder]) -> Sampler:
+    """A sampler, on when a recorder times jobs (gq.metrics' histograms)."""
+    sampler = Sampler()
+    if any(recorder.times_jobs for recorder in recorders.values()):
+        sampler.start()
+    return sampler
+
+
 class Ledger:
     """The held ids and the recorders of one consumer run (see the module's docstring)."""
 
@@ -23,10 +31,7 @@ class Ledger:
         # Per queue (two may hold one id): for Poller._reconcile after a lost reply, and
         # for cancels.
         self.held: dict[str, set[str]] = {name: set() for name in recorders}
-        # Which jobs the histograms time; on when a recorder times jobs (gq.metrics).
-        self.sampler = Sampler()
-        if any(recorder.times_jobs for recorder in recorders.values()):
-            self.sampler.start()
+        self.sampler = _sampler(recorders)  # which jobs the histograms time
 
     def hold(self, queue: str, ids: Iterable[str]) -> None:
         self.held[queue].update(ids)

@@ -107,6 +107,11 @@ class Liveness:
                 self._after_freeze(now - last, drop_buffered)
             last = now
 
+    def _registered_again(self) -> set[tuple[str, str]]:
+        """Register, and read the (queue, id) of every job this consumer still owns."""
+        self.register()
+        return {(n, i) for n, q in self._queues.items() for i in q.inflight_ids(self._id)}
+
     def _after_freeze(self, seconds: float, drop_buffered: DropBuffered) -> None:
         """After the hub stood still that long, other consumers may have recovered this
         one's jobs: register again, and drop the buffered jobs that are no
@@ -114,8 +119,7 @@ class Liveness:
         were recovered finish here too, but every write for them (ack, retry, kill) finds
         them gone from the in-flight set and changes nothing."""
         try:
-            self.register()
-            owned = {(n, i) for n, q in self._queues.items() for i in q.inflight_ids(self._id)}
+            owned = self._registered_again()
         except (redis.RedisError, GQError) as exc:
             log.warning("%s: the hub stood still for %.1f s; could not check which jobs "
                         "this consumer still owns: %s", self._context, seconds,

@@ -88,22 +88,27 @@ class Outcomes:
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
         updated.queue = job.queue
         reason = describe(exc)
-        queue = self._queues[job.queue]
         delay = retry_delay(job.attempt, exc, plan, self._opts)
         if delay is not None:
-            message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
-            log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
-                        job.id, job.attempt, delay, reason, exc_info=exc)  # fmt: skip
-            retry = lambda: queue.retry(self._consumer_id, job.id, message, delay)  # noqa: E731
-            if self._settle(updated, "retry", RetryJobError, retry):
-                self._recorders[job.queue].failed("retried")
+            self._retry(updated, exc, reason, delay)
             return
+        queue = self._queues[job.queue]
         message = jobs.encode(updated, error=reason)
         why = "killed (gq.Kill)" if isinstance(exc, Kill) else "no attempts left, killed"
         log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
                   job.attempt, why, reason, exc_info=exc)  # fmt: skip
         if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
             self._recorders[job.queue].failed("killed")
+
+    def _retry(self, updated: Job, exc: BaseException, reason: str, delay: float) -> None:
+        """A failed attempt, with attempts left: ``updated`` goes back ``delay`` s from now."""
+        queue = self._queues[updated.queue]
+        message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
+        log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
+                    updated.id, updated.attempt - 1, delay, reason, exc_info=exc)  # fmt: skip
+        retry = lambda: queue.retry(self._consumer_id, updated.id, message, delay)  # noqa: E731
+        if self._settle(updated, "retry", RetryJobError, retry):
+            self._recorders[updated.queue].failed("retried")
 
     def discard(self, job: Job, message: bytes | None, reason: str) -> None:
         """Bad data (SPEC section 6) never runs and never stalls the consumer: an
@@ -142,13 +147,9 @@ class Outcomes:
         return True
 
     def _kill(self, queue: RedisQueue, job_id: str, message: bytes | None) -> bool:
-        return queue.kill(
-            self._consumer_id,
-            job_id,
-            message,
-            dead_max_jobs=self._opts.dead_max_jobs,
-            dead_max_age=self._opts.dead_max_age,
-        )
+        opts = self._opts
+        return queue.kill(self._consumer_id, job_id, message, dead_max_jobs=opts.dead_max_jobs,
+                          dead_max_age=opts.dead_max_age)  # fmt: skip
 
 
 def _names(cancelled: JobCancelled, job: Job) -> bool:

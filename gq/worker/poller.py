@@ -92,8 +92,7 @@ class Prefetch:
         self._processor = processor
         self._ledger = ledger
         self._rate = 0.0  # jobs finished per second, smoothed
-        self._since = time.monotonic()
-        self._finished = 0
+        self._since, self._finished = time.monotonic(), 0  # the window's start
 
     def room(self) -> int:
         opts, processor = self._opts, self._processor
@@ -180,16 +179,22 @@ class Poller:
             return None
         wait = min(wait, *held) if held else wait
         if len(self._sources) == 1:
-            only = self._sources[0]
-            if only.full and self._frees_room():
-                return only if self._wait_at_limit(only, wait) else None
-            return only if only.more_ready or only.queue.wait_for_signal(wait) else None
+            return self._choose_only(self._sources[0], wait)
         candidates = self._candidates(open_)
         if not candidates:
             woken = wait_for_any_signal([source.queue for source in open_], wait)
             if woken is None:
                 return None
             candidates = [open_[woken]]
+        return self._draw(candidates)
+
+    def _choose_only(self, only: Source, wait: float) -> Source | None:
+        if only.full and self._frees_room():
+            return only if self._wait_at_limit(only, wait) else None
+        return only if only.more_ready or only.queue.wait_for_signal(wait) else None
+
+    def _draw(self, candidates: list[Source]) -> Source:
+        """The first (strict priority), or one drawn by weight."""
         if not self._weighted:
             return candidates[0]
         return random.choices(candidates, [s.weight for s in candidates])[0]
@@ -235,12 +240,7 @@ class Poller:
         acker.carried(carried, fetched.acked)
         self.prefetch.measured()
         self._isolate = fetched.suspect
-        # A batch cut short before a suspect leaves jobs behind it: look again at once. A
-        # limit's cut does too, but the limit says when to look (below).
-        source.more_ready = (len(fetched) == count and fetched.state == "ok") or fetched.suspect
-        if fetched.state == "wait":
-            source.not_before = time.monotonic() + fetched.wait
-        source.full = fetched.state == "full"
+        _learn(source, fetched, count)
         self._hand_over(fetched, source.name)
         source.fetch_unsure = False
 
@@ -300,6 +300,16 @@ class Poller:
             log.warning("%s: a fetch's reply was lost; gave back %d job(s) of %s",
                         self._context, count, source.name)  # fmt: skip
         source.fetch_unsure = False
+
+
+def _learn(source: Source, fetched: Fetched, count: int) -> None:
+    """What a fetch's reply says of its queue: more ready, held back, at its limit."""
+    # A batch cut short before a suspect leaves jobs behind it: look again at once. A
+    # limit's cut does too, but the limit says when to look.
+    source.more_ready = (len(fetched) == count and fetched.state == "ok") or fetched.suspect
+    if fetched.state == "wait":
+        source.not_before = time.monotonic() + fetched.wait
+    source.full = fetched.state == "full"
 
 
 def _placeholder(job_id: str, queue: str) -> Job:

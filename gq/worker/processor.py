@@ -283,11 +283,7 @@ class Processor(PlannedRuns):
         for job in dropped:
             log.info("%s: job %s cancelled before it started", self._context, job.id)
             self._outcomes.cancelled(job)
-        running = [
-            (worker, slot.job)
-            for worker, slot in self._slots.items()
-            if slot.job is not None and slot.job.queue == queue and slot.job.id in ids
-        ]
+        running = self._running_among(queue, ids)
         loop = gevent.get_hub().loop
         for worker, job in running:
             # From the hub, as gevent.Timeout does: the worker is switched out, inside its
@@ -295,12 +291,15 @@ class Processor(PlannedRuns):
             loop.run_callback(self._interrupt, worker, job)
         return len(dropped) + len(running)
 
+    def _running_among(self, queue: str, ids: set[str]) -> list[tuple[gevent.Greenlet, Job]]:
+        """The handler workers running a job of ``queue`` with one of ``ids``, and the job."""
+        running = [(worker, slot.job) for worker, slot in self._slots.items() if slot.job]
+        return [(worker, job) for worker, job in running if job.queue == queue and job.id in ids]
+
     def _interrupt(self, worker: gevent.Greenlet, job: Job) -> None:
         slot = self._slots.get(worker)
         if slot is not None and slot.job is job:
-            # Once: the request stands until the job's ack, and a handler that catches
-            # JobCancelled to clean up must not have its clean-up interrupted again.
-            slot.job = None
+            slot.job = None  # once: a handler's clean-up after JobCancelled runs in peace
             cast(Any, worker).throw(JobCancelled(job.id, job.queue))  # (gevent's stubs: Optional)
 
     def _run_with_timeout(self, timeout: float, call: Callable[..., object], *args: Any) -> object:

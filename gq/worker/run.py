@@ -16,7 +16,7 @@ from typing import Callable
 import redis
 
 from gq.errors import GQError
-from gq.job import Job
+from gq.job import Job, by_queue
 from gq.options import ConsumerOptions
 from gq.store.base import describe
 from gq.store.jobs import RedisQueue
@@ -94,11 +94,10 @@ class Run:
 
 def _give_back(queues: Mapping[str, RedisQueue], consumer_id: str, buffered: list[Job],
                context: str) -> None:  # fmt: skip
-    by_queue: dict[str, list[str]] = {}
-    for job in buffered:
-        by_queue.setdefault(job.queue, []).append(job.id)
+    groups = by_queue(buffered)
     try:
-        count = sum(queues[name].requeue(consumer_id, ids) for name, ids in by_queue.items())
+        count = sum(queues[name].requeue(consumer_id, [job.id for job in group])
+                    for name, group in groups.items())  # fmt: skip
     except redis.RedisError as exc:
         # Left in flight: the custodians recover them once this consumer is gone.
         log.warning("%s: could not give back %d buffered job(s): %s", context, len(buffered),
