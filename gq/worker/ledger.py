@@ -51,10 +51,6 @@ class Ledger:
         if self.sampler.every:
             self.sampler.count(len(done))  # the rate that sets how many are timed
 
-    def holds(self) -> bool:
-        """Whether this process holds any job."""
-        return any(self.held.values())
-
     def stray(self, queue: str, owned: set[str]) -> set[str]:
         """Of ``owned`` (``queue``'s in-flight set), the ids this process does not hold."""
         return owned - self.held[queue]
