@@ -56,3 +56,32 @@ def test_backoff_follows_curlyqs_formula_and_its_cap():
     assert backoff(6, cap=1000, rand=0.999) == pytest.approx(63.968)
     assert backoff(6, cap=10, rand=0.5) == 10
     assert backoff(10_000, cap=30) == 30
+
+
+# -- gq.Consumer(options=...): what is exported is accepted ---------------------------------
+
+
+def _consumer(**kwargs):
+    import gq
+
+    return gq.Consumer("q", url="redis://127.0.0.1:1/0", **kwargs)  # never connects
+
+
+def test_a_consumer_takes_a_consumer_options_and_keywords_beside_it_win():
+    given = ConsumerOptions(processor_concurrency=7, job_max_attempts=3)
+    consumer = _consumer(options=given, job_max_attempts=5)
+    assert consumer.opts.processor_concurrency == 7
+    assert consumer.opts.job_max_attempts == 5
+    assert given.job_max_attempts == 3 and consumer.opts is not given  # the caller's stays
+
+
+def test_a_consumer_refuses_options_that_are_not_consumer_options():
+    with pytest.raises(ConfigurationError, match="gq.ConsumerOptions"):
+        _consumer(options={"processor_concurrency": 7})
+
+
+def test_keywords_beside_options_are_checked_by_name_and_value():
+    with pytest.raises(ConfigurationError, match="did you mean processor_concurrency"):
+        _consumer(options=ConsumerOptions(), concurrency=7)
+    with pytest.raises(ConfigurationError, match="processor_concurrency"):
+        _consumer(options=ConsumerOptions(), processor_concurrency=0)
