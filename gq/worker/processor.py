@@ -388,9 +388,10 @@ class Processor(PlannedRuns):
         queue = self._queues[job.queue]
         after = exc.after
         message = jobs.encode(job, ready_at=time.time() + after)
-        log.warning("%s: job %s rate limited: queue %s held back for %.1f s", self._context,
-                    job.id, job.queue, after)  # fmt: skip
-        write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after)  # noqa: E731
+        log.warning("%s: job %s rate limited: %s %s held back for %.1f s", self._context, job.id,
+                    "its group in" if exc.group else "queue", job.queue, after)  # fmt: skip
+        write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after,  # noqa: E731
+                                    group_hold=exc.group)  # fmt: skip
         if self._settle(job, "reschedule", RetryJobError, write):
             self.stats.rate_limited += 1
             self.recorders[job.queue].failed("rate_limited")

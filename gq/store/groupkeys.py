@@ -1,0 +1,21 @@
+"""The Redis keys of a queue's groups (SPEC section 17, gq/scripts/lib/groups.lua): gq's
+own, named after the queue so that a hash-tagged queue keeps them in its one Cluster slot.
+Every script that touches them is passed all eight, in ``GROUP_KEY_NAMES`` order."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+#: The suffixes, in the order lib/groups.lua's ``group_keys`` reads them.
+GROUP_KEY_NAMES = ("ring", "parked", "lines", "waiting", "state", "limits", "of", "later")
+
+
+@lru_cache(maxsize=1024)
+def group_keys(queue: str) -> tuple[str, ...]:
+    """The eight group keys of ``queue``, in script order."""
+    return tuple(f"{queue}:groups:{name}" for name in GROUP_KEY_NAMES)
+
+
+def group_key(queue: str, name: str) -> str:
+    """One of them by its name (``"waiting"``, ``"limits"``...)."""
+    return group_keys(queue)[GROUP_KEY_NAMES.index(name)]
