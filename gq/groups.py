@@ -48,7 +48,7 @@ def check_group(group: object) -> str:
 def check_option(group: object) -> GroupOption | None:
     """The ``group=`` option of ``@app.task``/``.using``: None, a valid name, or a callable."""
     if group is None or callable(group):
-        return group  # type: ignore[return-value]
+        return group
     return check_group(group)
 
 

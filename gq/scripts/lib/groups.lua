@@ -32,10 +32,16 @@ local GROUP_WAKE_BATCH = 100
 -- many ms, so that new jobs of other groups are not left waiting behind a long hold.
 local GROUP_LOOK_AGAIN = 250
 
+local GROUP_KEY_NAMES = {'ring', 'parked', 'lines', 'waiting', 'state', 'limits', 'of', 'later'}
+
+-- The group keys, passed from KEYS[first] on (gq/store/groupkeys.py: the same order).
 local function group_keys(first)
-  return {ring = KEYS[first], parked = KEYS[first + 1], lines = KEYS[first + 2],
-          waiting = KEYS[first + 3], state = KEYS[first + 4], limits = KEYS[first + 5],
-          of = KEYS[first + 6], later = KEYS[first + 7]}
+  local G = {}
+  for i, name in ipairs(GROUP_KEY_NAMES) do
+    local k = first + i - 1
+    G[name] = KEYS[k]
+  end
+  return G
 end
 
 local function group_types(G)
