@@ -165,3 +165,18 @@ def test_gq_group_limit_sets_shows_and_refuses(redis_server: RedisServer) -> Non
         assert queue.group_limits() == {"rate": None, "concurrency": None}
     finally:
         delete_keys(redis_server.client(), f"{name}*")
+
+
+def test_a_group_rate_limit_paces_a_running_consumer(backend: Backend, run_app: Running) -> None:
+    app = make_app(backend)
+    tracker = PerGroup()
+    paced = app.task(group=lambda tenant, seconds: tenant)(tracker.run)
+    gq.Queue(backend.queue, client=backend.client()).set_group_limits(rate=(20, 1.0))
+    paced.enqueue_many([("paced", 0.0)] * 30 + [("other", 0.0)] * 30)
+    # A long poll: the consumer must be woken by the scripts, never by its poll timing out.
+    run_app(app, poller_poll_duration=30.0)
+    wait_until(lambda: len(tracker.done) == 60, 20)
+    for tenant in ("paced", "other"):
+        starts = sorted(tracker.starts[tenant])
+        # The burst of 2, then one every 50 ms: each group on its own limit.
+        assert starts[-1] - starts[0] >= (30 - 2) * 0.05 * 0.9, tenant

@@ -177,7 +177,12 @@ elseif acked > 0 and state ~= 'full' and state ~= 'paused' then
 end
 -- Only a fetch that took all there was may clear the signal: a batch cut short before a
 -- suspect or by a limit leaves jobs behind.
-if n >= 1 and active_done and (not grouped or gstate ~= 'ok') then
+local groups_wait = grouped and (gstate == 'wait' or (gstate == 'ok' and took < n))
+if n >= 1 and active_done and not groups_wait and (not grouped or gstate ~= 'ok') then
   redis.call('DEL', KEYS[5])
+elseif groups_wait and (state == 'ok' or (state == 'wait' and not rate_cut)) then
+  -- Groups in the ring may give more at once, and groups held back by their time will
+  -- in the ms replied: a poller waits for the signal after a short batch, so raise it.
+  raise_signal(KEYS[5])
 end
 return reply
