@@ -31,10 +31,22 @@ def test_grouped_jobs_wait_outside_the_active_list(backend: Backend) -> None:
     queue.register("c1")
     ids, state = fetch_all(queue, "c1", 10)
     assert sorted(ids) == ["a-0", "a-1", "b-0", "p-0"] and state == "ok"
-    assert held(backend) == {"a": 2, "b": 1}
-    assert queue.ack("c1", ids) == [True] * 4
-    assert held(backend) == {} and waiting(backend) == {}
+    assert held(backend) == {}  # no limit: nothing to count, no bookkeeping per job
     assert direct.hlen(group_key(backend.queue, "of")) == 0
+    assert queue.ack("c1", ids) == [True] * 4
+    assert waiting(backend) == {}
+
+
+def test_jobs_of_a_group_under_a_limit_are_counted_while_held(backend: Backend) -> None:
+    _queue(backend).set_group_limits(concurrency=10, group="a")
+    push(backend, [("a-0", "a"), ("a-1", "a"), ("b-0", "b")])
+    queue = store(backend)
+    queue.register("c1")
+    ids, _ = fetch_all(queue, "c1", 10)
+    assert held(backend) == {"a": 2}  # b has no limit of its own, nor every group's
+    assert queue.ack("c1", ids) == [True] * 3
+    assert held(backend) == {}
+    assert backend.direct().hlen(group_key(backend.queue, "of")) == 0
 
 
 def test_ungrouped_jobs_touch_no_group_key(backend: Backend) -> None:
@@ -129,6 +141,7 @@ def test_a_group_rate_limit_spaces_its_starts(backend: Backend) -> None:
 
 
 def test_group_hold_holds_only_that_group(backend: Backend) -> None:
+    _queue(backend).set_group_limits(concurrency=100)  # counted: its group is known from Redis
     push(backend, [("a-0", "a"), ("a-1", "a"), ("b-0", "b"), ("b-1", "b")])
     q = store(backend)
     q.register("c1")
@@ -159,6 +172,39 @@ def test_a_retried_job_comes_back_into_its_group(backend: Backend) -> None:
     assert waiting(backend) == {"a": 1}
     q.ack("c1", ["a-1"])
     assert fetch_all(q, "c1", 10)[0] == ["a-0"]
+
+
+def test_a_retried_task_job_of_an_unlimited_group_comes_back_into_it(backend: Backend) -> None:
+    app = gq.App(client=backend.client(), queue=backend.queue)
+
+    @app.task(group="free")
+    def work() -> None: ...
+
+    job_id = work.enqueue().id
+    q = store(backend)
+    q.register("c1")
+    assert fetch_all(q, "c1", 10)[0] == [job_id]
+    message = backend.direct().hget(q.keys.data, job_id)
+    assert q.retry("c1", job_id, message, 0)  # its group read from its envelope
+    assert q.enqueue_due(100) == 1
+    assert waiting(backend) == {"free": 1}
+    assert backend.direct().llen(q.keys.active) == 0
+
+
+def test_a_recovered_job_of_an_unlimited_group_runs_again_from_the_queue(
+    backend: Backend,
+) -> None:
+    # Not counted, so its group is not known at recovery: it is queued as an ungrouped job
+    # (run again, without its group's turn), never lost (docs/decisions.md).
+    push(backend, [("a-0", "a")])
+    q = store(backend)
+    q.register("dead")
+    assert fetch_all(q, "dead", 10)[0] == ["a-0"]
+    q.register("alive")
+    moved = q.recover("alive", [q.keys.inflight("dead")], timeout=-1, max_jobs=100,
+                      max_recoveries=5, dead_max_jobs=100, dead_max_age=3600)  # fmt: skip
+    assert moved == 1
+    assert fetch_all(q, "alive", 10)[0] == ["a-0"]
 
 
 def test_kill_and_requeue_release_the_group(backend: Backend) -> None:
@@ -205,6 +251,7 @@ def test_tidy_releases_a_job_a_curlyq_consumer_acknowledged(backend: Backend) ->
 
 
 def test_a_job_cancelled_while_it_waits_is_dropped_from_its_line(backend: Backend) -> None:
+    _queue(backend).set_group_limits(concurrency=5)
     push(backend, [("a-0", "a"), ("a-1", "a")])
     backend.direct().hdel(f"{backend.queue}:data", "a-0")  # its message gone
     q = store(backend)
@@ -250,7 +297,7 @@ def test_ten_thousand_groups_at_their_limit_cost_one_look_each(backend: Backend)
         if state == "full":
             break
     assert taken == count  # one each, then every group parked: no fetch scans them again
-    assert backend.direct().zcard(group_key(backend.queue, "ring")) == 0
+    assert backend.direct().llen(group_key(backend.queue, "ring")) == 0
 
 
 @pytest.mark.parametrize("bad", ["", "x" * 201, 5, b"bytes", "a\nb", "tab\there"])

@@ -18,6 +18,14 @@ for i = 2, #ARGV, 2 do
   end
   if ARGV[i] == 'rate' and group ~= '' then redis.call('HDEL', G.state, 'tat\n' .. group) end
 end
+-- "own": some group has limits of its own, so a fetch reads them (else it reads only
+-- every group's): the hash then holds more than every group's settings.
+local defaults = 0
+for _, name in ipairs({'concurrency', 'rate', 'period'}) do
+  defaults = defaults + redis.call('HEXISTS', G.limits, name)
+end
+redis.call('HDEL', G.limits, 'own')
+if redis.call('HLEN', G.limits) > defaults then redis.call('HSET', G.limits, 'own', '1') end
 local parked
 if group == '' then
   parked = redis.call('ZRANGEBYSCORE', G.parked, GROUP_FULL, GROUP_FULL, 'LIMIT', 0, 1000)
@@ -28,7 +36,7 @@ else
 end
 for _, name in ipairs(parked) do
   redis.call('ZREM', G.parked, name)
-  group_ready(G, name)
+  if (tonumber(redis.call('ZSCORE', G.waiting, name)) or 0) > 0 then group_ready(G, name) end
 end
 raise_signal(KEYS[1])
 return #parked

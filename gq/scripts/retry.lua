@@ -13,6 +13,8 @@
 -- at most MAX_HOLD (lib/flow.lua), a longer or non-finite one is cut to it
 -- ARGV[5] (optional) "group": the hold is for the job's group only (RateLimited(group=True));
 -- for an ungrouped job it holds the queue
+-- ARGV[6] (optional) the job's group as its envelope says ("" for none): where it waits
+-- when due, also when it was not counted (its group had no concurrency limit)
 -- Returns 1 if retried, 2 if deleted for its cancel request, 0 if this consumer does not
 -- own the job (nothing changed).
 check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash',
@@ -31,6 +33,7 @@ end
 redis.call('HDEL', KEYS[4], ARGV[1])
 note_held(KEYS[5], KEYS[1])
 local group = group_release(G, {ARGV[1]}, KEYS[8])[1]
+if not group and ARGV[6] and ARGV[6] ~= '' then group = ARGV[6] end
 if group and not cancelled then redis.call('HSET', G.later, ARGV[1], group) end
 local hold = clamp_hold(tonumber(ARGV[4] or '0'))
 if hold > 0 and group and ARGV[5] == 'group' then

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from gq import envelope
+from gq import job as jobs
+
 #: The suffixes, in the order lib/groups.lua's ``group_keys`` reads them.
 GROUP_KEY_NAMES = ("ring", "parked", "lines", "waiting", "state", "limits", "of", "later")
 
@@ -19,3 +22,17 @@ def group_keys(queue: str) -> tuple[str, ...]:
 def group_key(queue: str, name: str) -> str:
     """One of them by its name (``"waiting"``, ``"limits"``...)."""
     return group_keys(queue)[GROUP_KEY_NAMES.index(name)]
+
+
+def message_group(message: bytes) -> str:
+    """The group a job's message names in its task envelope ("" for none, or for a message
+    that is not a task's): where a retried job waits when due (retry.lua). Read only on
+    the retry path, never per job fetched."""
+    try:
+        data = jobs.decode(message).data
+        if data[:4] != envelope.MAGIC:
+            return ""
+        group = envelope.decode(data).opts.get("group")
+    except (jobs.MessageDecodeError, envelope.EnvelopeError):
+        return ""
+    return group if isinstance(group, str) else ""

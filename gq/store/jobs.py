@@ -26,7 +26,7 @@ from gq.store.base import (
     push_batches,
     schedule_batches,
 )
-from gq.store.groupkeys import group_keys
+from gq.store.groupkeys import group_keys, message_group
 from gq.store.keys import QUEUE_REGISTRY
 
 # How often a consumer on the embedded server (fakeredis) looks for the signal.
@@ -175,9 +175,8 @@ class RedisQueue(ScriptedQueue):
             k.inflight(consumer_id), k.scheduled, k.data, k.recovered, k.held, k.flow, k.active,
             k.signal, k.cancelled, *group_keys(k.name),
         ]  # fmt: skip
-        args = [job_id, message, repr(float(delay)), repr(float(hold))]
-        if group_hold:
-            args.append("group")
+        args = [job_id, message, repr(float(delay)), repr(float(hold)),
+                "group" if group_hold else "", message_group(message)]  # fmt: skip
         return bool(self._run("retry", keys, args))
 
     def kill(

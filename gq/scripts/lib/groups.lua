@@ -5,7 +5,8 @@
 -- curlyq consumers never see it; fetch.lua takes from the groups in turn. Eight keys, all
 -- named after the queue (one Cluster slot), passed by every script that touches them, in
 -- this order (gq/store/groupkeys.py):
---   ring     sorted set: groups with jobs waiting and not parked -> their turn (lowest next)
+--   ring     list: the groups with jobs waiting and not parked, in turn (the next first);
+--            a group is in it exactly when it has jobs waiting and is not parked
 --   parked   sorted set: groups left out of the ring -> server ms they may go again, or
 --            FULL (-1): until one of their jobs is released (their concurrency limit)
 --   lines    hash: group -> the sequence number of its first waiting job;
@@ -13,10 +14,12 @@
 --   waiting  sorted set: group -> its jobs waiting (the busiest first for gq stats)
 --   state    hash: "held\n" .. group -> its jobs held by gq consumers; "tat\n" .. group ->
 --            its rate limit's next start (GCRA, server ms); "hold\n" .. group -> server ms
---            until which its RateLimited(group=True) holds it; "turn" -> the last turn given
+--            until which its RateLimited(group=True) holds it
 --   limits   hash: "concurrency", "rate", "period" (ms) for every group; the same names
 --            .. "\n" .. group for one group's own (which wins)
 --   of       hash: job id -> its group, while the job is held (fetched, not yet released)
+--            and its group is under a concurrency limit: only those are counted (a group
+--            without one has nothing to count, and its jobs cost no bookkeeping per job)
 --   later    hash: job id -> its group, while the job is scheduled (a retry, a delay)
 -- Group names are non-empty text without control characters (gq/groups.py checks), so
 -- "\n" cannot occur in one.
@@ -45,15 +48,15 @@ local function group_keys(first)
 end
 
 local function group_types(G)
-  return {G.ring, 'zset', G.parked, 'zset', G.lines, 'hash', G.waiting, 'zset', G.state, 'hash',
+  return {G.ring, 'list', G.parked, 'zset', G.lines, 'hash', G.waiting, 'zset', G.state, 'hash',
           G.limits, 'hash', G.of, 'hash', G.later, 'hash'}
 end
 
--- Into the ring, at the back, unless it is there or parked (parked groups come back when
--- released or when their time comes).
+-- Into the ring, at the back, for a group that was out of it (it had no job waiting, or it
+-- was parked) unless it is parked: the ring's rule above holds without a search of it.
 local function group_ready(G, group)
-  if redis.call('ZSCORE', G.ring, group) or redis.call('ZSCORE', G.parked, group) then return end
-  redis.call('ZADD', G.ring, redis.call('HINCRBY', G.state, 'turn', 1), group)
+  if redis.call('ZSCORE', G.parked, group) then return end
+  redis.call('RPUSH', G.ring, group)
 end
 
 -- The sequence of the first waiting job and how many wait.
@@ -72,20 +75,20 @@ local function group_append(G, group, ids)
     redis.call('HSET', G.lines, group .. '\n' .. (head + waiting + i - 1), ids[i])
   end
   redis.call('ZINCRBY', G.waiting, #ids, group)
-  group_ready(G, group)
+  if waiting == 0 then group_ready(G, group) end
 end
 
 -- Put ids back at the front of the group's line, in their order (recovered, given back).
 local function group_prepend(G, group, ids)
   if #ids == 0 then return end
-  local head = group_span(G, group)
+  local head, waiting = group_span(G, group)
   for i = #ids, 1, -1 do
     head = head - 1
     redis.call('HSET', G.lines, group .. '\n' .. head, ids[i])
   end
   redis.call('HSET', G.lines, group, head)
   redis.call('ZINCRBY', G.waiting, #ids, group)
-  group_ready(G, group)
+  if waiting == 0 then group_ready(G, group) end
 end
 
 -- Jobs listed as (id, group) pairs in a flat array, grouped: {group -> {ids}} and the
@@ -103,29 +106,66 @@ local function by_group(ids, groups)
   return lines, order
 end
 
--- Release held jobs of groups (ack, retry, kill, requeue, recover): lower each group's held
--- count, bring back to the ring a group parked at its concurrency limit and raise the
--- signal for it. Returns, per id, its group or false (not a held grouped job). One EXISTS
--- when no grouped job is held: ungrouped work pays nothing per job.
-local function group_release(G, ids, signal_key)
-  if #ids == 0 or redis.call('EXISTS', G.of) == 0 then return {} end
-  local groups = hmget_chunked(G.of, ids)
-  local lines, order = by_group(ids, groups)
-  if #order == 0 then return groups end
-  call_chunked('HDEL', G.of, ids)
+-- ZMSCORE over any number of members (nil scores come back as false).
+local function zmscore_chunked(key, members)
+  local values = {}
+  for i = 1, #members, CHUNK do
+    local part = redis.call('ZMSCORE', key, unpack(members, i, math.min(i + CHUNK - 1, #members)))
+    for j = 1, math.min(CHUNK, #members - i + 1) do values[i + j - 1] = part[j] or false end
+  end
+  return values
+end
+
+-- Groups parked at their concurrency limit (of `groups`) back into the ring; whether any.
+local function group_unpark_full(G, groups)
+  if #groups == 0 or redis.call('EXISTS', G.parked) == 0 then return false end
+  local scores = zmscore_chunked(G.parked, groups)
   local woken = false
-  for _, group in ipairs(order) do
-    local field = 'held\n' .. group
-    if redis.call('HINCRBY', G.state, field, -#lines[group]) <= 0 then
-      redis.call('HDEL', G.state, field)
-    end
-    if tonumber(redis.call('ZSCORE', G.parked, group)) == GROUP_FULL then
+  for i, group in ipairs(groups) do
+    if tonumber(scores[i]) == GROUP_FULL then
       redis.call('ZREM', G.parked, group)
-      group_ready(G, group)
+      if (tonumber(redis.call('ZSCORE', G.waiting, group)) or 0) > 0 then group_ready(G, group) end
       woken = true
     end
   end
-  if woken and signal_key then raise_signal(signal_key) end
+  return woken
+end
+
+-- Release held jobs of groups (ack, retry, kill, requeue, recover): lower each group's held
+-- count, bring back to the ring a group parked at its concurrency limit and raise the
+-- signal for it. Returns, per id, its group or false (not a held grouped job). One EXISTS
+-- when no grouped job is held: ungrouped work pays nothing per job. A handful of commands
+-- per call however many groups: the counts are read and written in one HMGET and one HSET.
+local function group_release(G, ids, signal_key)
+  if #ids == 0 or redis.call('EXISTS', G.of) == 0 then return {} end
+  local groups = hmget_chunked(G.of, ids)
+  local counts, order, owned = {}, {}, {}
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      if not counts[group] then counts[group] = 0; order[#order + 1] = group end
+      counts[group] = counts[group] + 1
+      owned[#owned + 1] = ids[i]
+    end
+  end
+  if #order == 0 then return groups end
+  call_chunked('HDEL', G.of, owned)
+  local fields = {}
+  for i, group in ipairs(order) do fields[i] = 'held\n' .. group end
+  local helds = hmget_chunked(G.state, fields)
+  local keep, drop = {}, {}
+  for i, group in ipairs(order) do
+    local left = (tonumber(helds[i]) or 0) - counts[group]
+    if left > 0 then
+      keep[#keep + 1] = fields[i]
+      keep[#keep + 1] = left
+    else
+      drop[#drop + 1] = fields[i]
+    end
+  end
+  call_chunked('HSET', G.state, keep)
+  call_chunked('HDEL', G.state, drop)
+  if group_unpark_full(G, order) and signal_key then raise_signal(signal_key) end
   return groups
 end
 
@@ -143,44 +183,6 @@ local function group_due(G, ids)
     if not groups[i] then rest[#rest + 1] = ids[i] end
   end
   return rest
-end
-
--- A group's limits: its own, else every group's. (concurrency or nil, rate, period or nil)
-local function group_limits(G, group, defaults)
-  local own = redis.call('HMGET', G.limits, 'concurrency\n' .. group, 'rate\n' .. group,
-                         'period\n' .. group)
-  local concurrency = tonumber(own[1] or defaults[1])
-  local rate, period
-  if own[2] then rate, period = rate_settings(own[2], own[3])
-  else rate, period = rate_settings(defaults[2], defaults[3]) end
-  return concurrency, rate, period
-end
-
-local function group_park(G, group, until_ms)
-  redis.call('ZREM', G.ring, group)
-  redis.call('ZADD', G.parked, until_ms, group)
-end
-
--- How many of a group's `cap` waiting jobs it may start now (0 parks it) and, when none
--- for a time, the ms until it may.
-local function group_room(G, group, cap, defaults, now)
-  local state = redis.call('HMGET', G.state, 'held\n' .. group, 'hold\n' .. group, 'tat\n' .. group)
-  local held_back = state[2] and hold_wait(state[2], now) or 0
-  if held_back > 0 then return 0, held_back end
-  local concurrency, rate, period = group_limits(G, group, defaults)
-  if concurrency then
-    local free = concurrency - (tonumber(state[1]) or 0)
-    if free < 1 then return 0, GROUP_FULL end
-    cap = math.min(cap, free)
-  end
-  if not rate then return cap, 0 end
-  local interval = period / rate
-  local tat = math.max(tonumber(state[3]) or 0, now)
-  local allowed = math.floor((now - tat) / interval + rate_burst(rate) + 1e-9)
-  if allowed < 1 then
-    return 0, math.max(1, math.ceil(tat - (rate_burst(rate) - 1) * interval - now))
-  end
-  return math.min(cap, allowed), 0, rate, period, tat
 end
 
 -- Fair turns: n jobs shared one at a time between the groups that may start some, in
@@ -203,29 +205,6 @@ local function share_turns(room, n)
   return give
 end
 
--- Take `take` ids from the front of a group's line, charge its held count and its rate
--- limit, and send it to the back of the ring (or out of it when its line is empty).
-local function group_pop(G, group, take, head, waiting, rate, period, tat)
-  local fields = {}
-  for i = 1, take do fields[i] = group .. '\n' .. (head + i - 1) end
-  local ids = hmget_chunked(G.lines, fields)
-  call_chunked('HDEL', G.lines, fields)
-  if take == waiting then
-    redis.call('HDEL', G.lines, group)
-    redis.call('ZREM', G.waiting, group)
-    redis.call('ZREM', G.ring, group)
-  else
-    redis.call('HSET', G.lines, group, head + take)
-    redis.call('ZINCRBY', G.waiting, -take, group)
-    redis.call('ZADD', G.ring, redis.call('HINCRBY', G.state, 'turn', 1), group)
-  end
-  redis.call('HINCRBY', G.state, 'held\n' .. group, take)
-  if rate then
-    redis.call('HSET', G.state, 'tat\n' .. group, string.format('%.3f', tat + take * period / rate))
-  end
-  return ids
-end
-
 -- Groups parked for a time that has come go back into the ring.
 local function group_wake(G, now)
   local due = redis.call('ZRANGEBYSCORE', G.parked, 0, now, 'LIMIT', 0, GROUP_WAKE_BATCH)
@@ -236,6 +215,115 @@ local function group_wake(G, now)
   end
 end
 
+-- What the groups of a fetch read, one HMGET or ZMSCORE per kind for all of them: jobs
+-- waiting, first sequence, limits (each group's own only when some group has its own:
+-- the "own" flag), held counts and rate state (only when some limit needs them). A group
+-- in the ring is never under a RateLimited hold (the hold parks it; waking clears it).
+local function groups_read(G, groups)
+  local r = {waiting = zmscore_chunked(G.waiting, groups), heads = hmget_chunked(G.lines, groups)}
+  local defaults = redis.call('HMGET', G.limits, 'concurrency', 'rate', 'period', 'own')
+  r.concurrency, r.rate, r.period = {}, {}, {}
+  local own = {}
+  if defaults[4] then
+    local fields = {}
+    for _, group in ipairs(groups) do
+      for _, name in ipairs({'concurrency', 'rate', 'period'}) do fields[#fields + 1] = name .. '\n' .. group end
+    end
+    own = hmget_chunked(G.limits, fields)
+  end
+  local any_concurrency, any_rate = false, false
+  for i = 1, #groups do
+    local c, rt, pd = own[3 * i - 2], own[3 * i - 1], own[3 * i]
+    r.concurrency[i] = tonumber(c or defaults[1])
+    if rt then r.rate[i], r.period[i] = rate_settings(rt, pd)
+    else r.rate[i], r.period[i] = rate_settings(defaults[2], defaults[3]) end
+    any_concurrency = any_concurrency or r.concurrency[i] ~= nil
+    any_rate = any_rate or r.rate[i] ~= nil
+  end
+  r.held, r.tat = {}, {}
+  local fields = {}
+  for _, group in ipairs(groups) do
+    if any_concurrency then fields[#fields + 1] = 'held\n' .. group end
+    if any_rate then fields[#fields + 1] = 'tat\n' .. group end
+  end
+  local state = hmget_chunked(G.state, fields)
+  local per = (any_concurrency and 1 or 0) + (any_rate and 1 or 0)
+  for i = 1, #groups do
+    r.held[i] = any_concurrency and (tonumber(state[per * (i - 1) + 1]) or 0) or 0
+    r.tat[i] = any_rate and (tonumber(state[per * i]) or 0) or 0
+  end
+  return r
+end
+
+-- How many of a group's waiting jobs it may start now, or 0 and the score to park it
+-- with (FULL: until a release; else the server ms when its rate limit allows one).
+local function group_room(r, i, now)
+  local cap = tonumber(r.waiting[i]) or 0
+  local concurrency, rate = r.concurrency[i], r.rate[i]
+  if concurrency then
+    local free = concurrency - r.held[i]
+    if free < 1 then return 0, GROUP_FULL end
+    cap = math.min(cap, free)
+  end
+  if not rate then return cap end
+  local interval = r.period[i] / rate
+  local tat = math.max(r.tat[i], now)
+  local allowed = math.floor((now - tat) / interval + rate_burst(rate) + 1e-9)
+  if allowed < 1 then
+    return 0, now + math.max(1, math.ceil(tat - (rate_burst(rate) - 1) * interval - now))
+  end
+  r.tat[i] = tat
+  return math.min(cap, allowed)
+end
+
+-- Take give[i] jobs from the front of each group's line and write back, in one command per
+-- kind for all groups, the lines, the counts, the ring (served groups to its back, in
+-- turn), held counts, rate state and the held jobs' groups. Returns the ids.
+local function groups_pop(G, groups, give, r)
+  local fields, owners, counts_of = {}, {}, {}
+  local heads, counts, ring, state, drop_lines, emptied = {}, {}, {}, {}, {}, {}
+  for i, group in ipairs(groups) do
+    local take = give[i] or 0
+    if take > 0 then
+      local head, waiting = tonumber(r.heads[i]) or 0, tonumber(r.waiting[i])
+      for j = 0, take - 1 do
+        fields[#fields + 1] = group .. '\n' .. (head + j)
+        owners[#owners + 1] = group
+      end
+      for _ = #counts_of + 1, #fields do counts_of[#counts_of + 1] = r.concurrency[i] ~= nil end
+      if take == waiting then
+        drop_lines[#drop_lines + 1] = group
+        emptied[#emptied + 1] = group
+      else
+        heads[#heads + 1] = group; heads[#heads + 1] = head + take
+        counts[#counts + 1] = waiting - take; counts[#counts + 1] = group
+        ring[#ring + 1] = group
+      end
+      local counted = r.concurrency[i] ~= nil
+      if counted then state[#state + 1] = 'held\n' .. group; state[#state + 1] = r.held[i] + take end
+      local rate = r.rate[i]
+      if rate then
+        state[#state + 1] = 'tat\n' .. group
+        state[#state + 1] = string.format('%.3f', r.tat[i] + take * r.period[i] / rate)
+      end
+    end
+  end
+  local ids = hmget_chunked(G.lines, fields)
+  call_chunked('HDEL', G.lines, fields)
+  call_chunked('HDEL', G.lines, drop_lines)
+  call_chunked('ZREM', G.waiting, emptied)
+  call_chunked('HSET', G.lines, heads)
+  call_chunked('ZADD', G.waiting, counts)
+  call_chunked('RPUSH', G.ring, ring)  -- served: to the back, in the order they were served
+  call_chunked('HSET', G.state, state)
+  local of = {}
+  for i, id in ipairs(ids) do
+    if id and counts_of[i] then of[#of + 1] = id; of[#of + 1] = owners[i] end
+  end
+  call_chunked('HSET', G.of, of)
+  return ids
+end
+
 -- Up to n jobs from the groups' lines, in turn, within each group's limits: ids (a job
 -- whose message is gone, cancelled while it waited, is dropped from its line), their
 -- messages, and why no more: "ok" (groups may have more now), "full" (what waits is
@@ -243,55 +331,62 @@ end
 -- held back by their time: look again in the returned ms), "empty".
 local function group_take(G, n, data_key, now)
   group_wake(G, now)
-  local groups = redis.call('ZRANGE', G.ring, 0, n + GROUP_LOOK_BEYOND - 1)
-  local defaults = redis.call('HMGET', G.limits, 'concurrency', 'rate', 'period')
-  local open, room, spans, rates = {}, {}, {}, {}
-  for _, group in ipairs(groups) do
-    local head, waiting = group_span(G, group)
-    if waiting == 0 then
-      redis.call('ZREM', G.ring, group)
-    else
-      local cap, wait, rate, period, tat = group_room(G, group, waiting, defaults, now)
-      if cap < 1 then
-        group_park(G, group, wait == GROUP_FULL and GROUP_FULL or now + wait)
-      else
-        open[#open + 1] = group
-        room[#room + 1] = cap
-        spans[#spans + 1] = {head, waiting}
-        rates[#rates + 1] = {rate, period, tat}
+  local looked = redis.call('LRANGE', G.ring, 0, n + GROUP_LOOK_BEYOND - 1)
+  redis.call('LTRIM', G.ring, #looked, -1)
+  -- Each group once (a duplicate, which the ring's rule rules out, is dropped here).
+  local groups, seen = {}, {}
+  for _, group in ipairs(looked) do
+    if not seen[group] then seen[group] = true; groups[#groups + 1] = group end
+  end
+  local kept, kept_messages = {}, {}
+  if #groups > 0 then
+    local r = groups_read(G, groups)
+    local open, room, park = {}, {}, {}
+    for i, group in ipairs(groups) do
+      if (tonumber(r.waiting[i]) or 0) > 0 then
+        local cap, until_ms = group_room(r, i, now)
+        if cap < 1 then
+          park[#park + 1] = until_ms; park[#park + 1] = group
+        else
+          open[#open + 1] = i
+          room[#room + 1] = cap
+        end
       end
     end
-  end
-  local give = share_turns(room, n)
-  local ids = {}
-  for i, group in ipairs(open) do
-    if give[i] > 0 then
-      local r = rates[i]
-      local taken = group_pop(G, group, give[i], spans[i][1], spans[i][2], r[1], r[2], r[3])
-      for _, id in ipairs(taken) do
-        ids[#ids + 1] = id
-        redis.call('HSET', G.of, id, group)
+    call_chunked('ZADD', G.parked, park)
+    local shares, give, unserved = share_turns(room, n), {}, {}
+    for k, i in ipairs(open) do
+      give[i] = shares[k]
+      if shares[k] == 0 then unserved[#unserved + 1] = groups[i] end
+    end
+    -- Groups that had no turn this time stay at the front, in their order.
+    for k = #unserved, 1, -1 do redis.call('LPUSH', G.ring, unserved[k]) end
+    local ids = groups_pop(G, groups, give, r)
+    local messages, lost = hmget_chunked(data_key, ids), {}
+    for i = 1, #ids do
+      if messages[i] then
+        kept[#kept + 1] = ids[i]
+        kept_messages[#kept_messages + 1] = messages[i]
+      elseif ids[i] then
+        lost[#lost + 1] = ids[i]
       end
     end
+    if #lost > 0 then group_release(G, lost, nil) end
   end
-  local messages, kept, kept_messages = hmget_chunked(data_key, ids), {}, {}
-  local gone = {}
-  for i = 1, #ids do
-    if messages[i] then
-      kept[#kept + 1] = ids[i]
-      kept_messages[#kept_messages + 1] = messages[i]
-    else
-      gone[#gone + 1] = ids[i]
-    end
-  end
-  if #gone > 0 then group_release(G, gone, nil) end
-  if redis.call('ZCARD', G.ring) > 0 then return kept, kept_messages, 'ok', 0 end
+  if redis.call('LLEN', G.ring) > 0 then return kept, kept_messages, 'ok', 0 end
   local first = redis.call('ZRANGEBYSCORE', G.parked, 0, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if #first > 0 then
     return kept, kept_messages, 'wait', math.max(1, math.min(tonumber(first[2]) - now, GROUP_LOOK_AGAIN))
   end
   if redis.call('ZCARD', G.parked) > 0 then return kept, kept_messages, 'full', 0 end
   return kept, kept_messages, 'empty', 0
+end
+
+-- Park a group that may be in the ring (a RateLimited hold: rare, so the LREM's walk of
+-- the ring is paid only then).
+local function group_park(G, group, until_ms)
+  if not redis.call('ZSCORE', G.parked, group) then redis.call('LREM', G.ring, 0, group) end
+  redis.call('ZADD', G.parked, until_ms, group)
 end
 
 -- RateLimited(group=True): hold the group for `seconds` (a hold already longer is kept).
