@@ -324,25 +324,32 @@ local function groups_pop(G, groups, give, r)
   return ids
 end
 
--- Up to n jobs from the groups' lines, in turn, within each group's limits: ids (a job
--- whose message is gone, cancelled while it waited, is dropped from its line), their
--- messages, and why no more: "ok" (groups may have more now), "full" (what waits is
--- parked at its concurrency limit: a release raises the signal), "wait" (groups are
--- held back by their time: look again in the returned ms), "empty".
-local function group_take(G, n, data_key, now)
-  group_wake(G, now)
-  local looked = redis.call('LRANGE', G.ring, 0, n + GROUP_LOOK_BEYOND - 1)
-  redis.call('LTRIM', G.ring, #looked, -1)
-  -- Each group once (a duplicate, which the ring's rule rules out, is dropped here).
-  local groups, seen = {}, {}
-  for _, group in ipairs(looked) do
-    if not seen[group] then seen[group] = true; groups[#groups + 1] = group end
-  end
-  local kept, kept_messages = {}, {}
-  if #groups > 0 then
-    local r = groups_read(G, groups)
-    local open, room, park = {}, {}, {}
-    for i, group in ipairs(groups) do
+-- The groups a fetch of n jobs serves, from the front of the ring: rounds of reads, each
+-- for the groups still missing (a group that may start a job serves at least one), so
+-- that a small fetch reads few groups; a group that may not start one now is parked on
+-- the way, at most n + GROUP_LOOK_BEYOND groups looked at in all. Returns the groups
+-- looked at (taken out of the ring), what was read of them, the indexes of the open ones
+-- and the jobs each may start.
+local KINDS = {'waiting', 'heads', 'concurrency', 'rate', 'period', 'held', 'tat'}
+
+local function groups_look(G, n, now)
+  local groups, r, open, room, seen = {}, {}, {}, {}, {}
+  for _, kind in ipairs(KINDS) do r[kind] = {} end
+  local budget = n + GROUP_LOOK_BEYOND
+  while #open < n and #groups < budget do
+    local looked = redis.call('LRANGE', G.ring, 0, math.min(n - #open, budget - #groups) - 1)
+    if #looked == 0 then break end
+    redis.call('LTRIM', G.ring, #looked, -1)
+    local batch = {}
+    -- Each group once (a duplicate, which the ring's rule rules out, is dropped here).
+    for _, group in ipairs(looked) do
+      if not seen[group] then seen[group] = true; batch[#batch + 1] = group end
+    end
+    local read, park = groups_read(G, batch), {}
+    for j, group in ipairs(batch) do
+      local i = #groups + 1
+      groups[i] = group
+      for _, kind in ipairs(KINDS) do r[kind][i] = read[kind][j] end
       if (tonumber(r.waiting[i]) or 0) > 0 then
         local cap, until_ms = group_room(r, i, now)
         if cap < 1 then
@@ -354,6 +361,20 @@ local function group_take(G, n, data_key, now)
       end
     end
     call_chunked('ZADD', G.parked, park)
+  end
+  return groups, r, open, room
+end
+
+-- Up to n jobs from the groups' lines, in turn, within each group's limits: ids (a job
+-- whose message is gone, cancelled while it waited, is dropped from its line), their
+-- messages, and why no more: "ok" (groups may have more now), "full" (what waits is
+-- parked at its concurrency limit: a release raises the signal), "wait" (groups are
+-- held back by their time: look again in the returned ms), "empty".
+local function group_take(G, n, data_key, now)
+  group_wake(G, now)
+  local groups, r, open, room = groups_look(G, n, now)
+  local kept, kept_messages = {}, {}
+  if #groups > 0 then
     local shares, give, unserved = share_turns(room, n), {}, {}
     for k, i in ipairs(open) do
       give[i] = shares[k]
