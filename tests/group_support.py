@@ -7,7 +7,7 @@ from typing import Any
 
 import gq
 from gq.store.groupkeys import group_key
-from gq.store.groups import push_group
+from gq.store.groups import push_group, waiting_groups
 from gq.store.jobs import RedisQueue
 from tests.helpers import Backend
 
@@ -25,8 +25,7 @@ def push(backend: Backend, jobs: list[tuple[str, str]], data: bytes = b"",
 
 def waiting(backend: Backend) -> dict[str, int]:
     """Group -> its jobs waiting."""
-    pairs = backend.direct().zrange(group_key(backend.queue, "waiting"), 0, -1, withscores=True)
-    return {member.decode(): int(score) for member, score in pairs}
+    return waiting_groups(store(backend))
 
 
 def held(backend: Backend) -> dict[str, int]:

@@ -63,8 +63,10 @@ def test_a_big_group_delays_a_small_one_by_one_turn(backend: Backend) -> None:
     push(backend, [("small-0", "small")])
     queue = store(backend)
     queue.register("c1")
-    ids, _ = fetch_all(queue, "c1", 2)  # the big group had its turn first, then the small
-    assert ids == ["big-0", "small-0"]
+    ids, _ = fetch_all(queue, "c1", 5)  # the big group had its turn first (4), then the small
+    assert ids == [f"big-{i}" for i in range(4)] + ["small-0"]
+    ids, _ = fetch_all(queue, "c1", 1000)  # the rest of the big one, alone now
+    assert len(ids) == 1000 and all(i.startswith("big-") for i in ids)
 
 
 def test_fair_turns_share_a_batch_between_groups(backend: Backend) -> None:
@@ -145,12 +147,13 @@ def test_group_hold_holds_only_that_group(backend: Backend) -> None:
     push(backend, [("a-0", "a"), ("a-1", "a"), ("b-0", "b"), ("b-1", "b")])
     q = store(backend)
     q.register("c1")
-    ids, _ = fetch_all(q, "c1", 2)
-    assert sorted(ids) == ["a-0", "b-0"]
+    ids, _ = fetch_all(q, "c1", 10)
+    assert sorted(ids) == ["a-0", "a-1", "b-0", "b-1"]
     message = gq.job.encode(gq.Job("a-0"))
     assert q.retry("c1", "a-0", message, 30, hold=30, group_hold=True)
+    push(backend, [("a-2", "a"), ("b-2", "b")])
     ids, _ = fetch_all(q, "c1", 10)
-    assert ids == ["b-1"]  # group a is held; group b and the queue are not
+    assert ids == ["b-2"]  # group a is held; group b and the queue are not
     flow = backend.direct().hget(f"{backend.queue}:flow", "hold_until")
     assert flow is None
     report = _queue(backend).groups()

@@ -4,7 +4,7 @@
 -- limit, wake the consumers waiting for room (lib/flow.lua).
 -- KEYS[1] in-flight set   KEYS[2] data hash   KEYS[3] recovered hash   KEYS[4] held hash
 -- KEYS[5] flow settings hash   KEYS[6] active list   KEYS[7] signal list
--- KEYS[8] cancelled sorted set   KEYS[9..16] the group keys (a grouped job's release lowers
+-- KEYS[8] cancelled sorted set   KEYS[9..15] the group keys (a grouped job's release lowers
 -- its group's held count: lib/groups.lua)
 -- ARGV    id1, id2, ...  (at most 1000 per call)
 -- Returns an array with one integer per id, in order: 1 acknowledged, 0 not owned.

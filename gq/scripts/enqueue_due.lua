@@ -4,7 +4,7 @@
 -- (unless the queue is paused).
 -- KEYS[1] scheduled sorted set   KEYS[2] active list   KEYS[3] signal list
 -- KEYS[4] flow settings hash
--- KEYS[5..12] the group keys: a grouped job joins the end of its group's line instead
+-- KEYS[5..11] the group keys: a grouped job joins the end of its group's line instead
 -- ARGV[1] n, the most ids to move (scheduler_max_jobs)
 -- Returns the number of ids moved.
 local G = group_keys(5)

@@ -12,7 +12,7 @@
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] in-flight set   KEYS[4] data hash
 -- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7] flow settings hash
 -- KEYS[8] held hash   KEYS[9] rate limit state   KEYS[10] cancelled sorted set
--- KEYS[11..18] the group keys (lib/groups.lua): grouped jobs are taken from their groups'
+-- KEYS[11..17] the group keys (lib/groups.lua): grouped jobs are taken from their groups'
 -- lines in turn, within each group's limits and within the queue-wide ones; while both
 -- ungrouped and grouped jobs wait, each gets half of a batch. With no grouped job waiting
 -- the cost is one EXISTS per fetch.
@@ -117,7 +117,7 @@ local ids, available = {}, 0
 -- Grouped jobs first, half a batch while ungrouped ones wait too; none when an idle
 -- consumer may take a suspect, which must run alone.
 local gids, gmessages, gstate, gwait = {}, {}, 'empty', 0
-local grouped = n >= 1 and redis.call('EXISTS', G.waiting) == 1
+local grouped = n >= 1 and redis.call('EXISTS', G.lines) == 1
 if grouped and not (ARGV[3] == '1' and suspect_next(KEYS[2], KEYS[6])) then
   local share = n
   if redis.call('LLEN', KEYS[2]) > 0 then share = math.ceil(n / 2) end

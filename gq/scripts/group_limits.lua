@@ -3,7 +3,7 @@
 -- bring back to the ring up to 1000 groups parked at their concurrency limit (all of them
 -- for every group's limits, the one group's otherwise: a limit may have grown) and raise
 -- the signal. The caller calls again while a full page came back.
--- KEYS[1] signal list   KEYS[2..9] the group keys
+-- KEYS[1] signal list   KEYS[2..8] the group keys
 -- ARGV[1] the group, or "" for every group's   ARGV[2..] name, value pairs among
 -- "concurrency", "rate", "period" (ms); an empty value clears the setting
 -- Returns the number of groups brought back.
@@ -36,7 +36,7 @@ else
 end
 for _, name in ipairs(parked) do
   redis.call('ZREM', G.parked, name)
-  if (tonumber(redis.call('ZSCORE', G.waiting, name)) or 0) > 0 then group_ready(G, name) end
+  if group_waiting(G, name) > 0 then group_ready(G, name) end
 end
 raise_signal(KEYS[1])
 return #parked

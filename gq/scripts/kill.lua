@@ -5,7 +5,7 @@
 -- KEYS[1] in-flight set   KEYS[2] dead sorted set   KEYS[3] data hash   KEYS[4] recovered hash
 -- KEYS[5] held hash   KEYS[6] flow settings hash   KEYS[7] active list   KEYS[8] signal list
 -- KEYS[9] cancelled sorted set
--- KEYS[10..17] the group keys (a grouped job's release lowers its group's held count; from
+-- KEYS[10..16] the group keys (a grouped job's release lowers its group's held count; from
 -- dead it is queued again without its group)
 -- ARGV[1] id   ARGV[2] updated message, or "" to keep the stored one (undecodable messages)
 -- ARGV[3] dead_max_jobs   ARGV[4] dead_max_age in seconds

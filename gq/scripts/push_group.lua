@@ -6,7 +6,7 @@
 -- drops any cancel request left for a new id by an earlier job.
 -- KEYS[1] data hash   KEYS[2] scheduled sorted set   KEYS[3] signal list
 -- KEYS[4] flow settings hash   KEYS[5] cancelled sorted set   KEYS[6] active list
--- KEYS[7..14] the group keys
+-- KEYS[7..13] the group keys
 -- ARGV[1] "now", "at" (times are unix seconds) or "after" (delays added to the server's TIME)
 -- ARGV    then id1, message1, time1, group1, ...  (at most 1000 quadruples; time ignored
 -- for "now"; an empty group is no group: the job is queued or scheduled as push.lua and

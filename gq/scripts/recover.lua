@@ -12,9 +12,9 @@
 -- keeps capacity of a concurrency limit.
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] data hash   KEYS[4] dead sorted set
 -- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7] held hash   KEYS[8] cancelled sorted set
--- KEYS[9] flow settings hash   KEYS[10..17] the group keys (a grouped job goes back to the
+-- KEYS[9] flow settings hash   KEYS[10..16] the group keys (a grouped job goes back to the
 -- front of its group's line, and its group's held count is lowered: lib/groups.lua)
--- KEYS[18..] in-flight sets of expired consumers
+-- KEYS[17..] in-flight sets of expired consumers
 -- ARGV[1] timeout in seconds   ARGV[2] max_jobs   ARGV[3] max_recoveries
 -- ARGV[4] the calling consumer's own in-flight key (never recovered)
 -- ARGV[5] dead_max_jobs   ARGV[6] dead_max_age in seconds
@@ -31,7 +31,7 @@ check_types(group_types(G))
 
 local moved, killed, released = 0, 0, false
 local cancels = redis.call('EXISTS', KEYS[8]) == 1
-for k = 18, #KEYS do
+for k = 17, #KEYS do
   if moved >= max_jobs then break end
   local key = KEYS[k]
   local score = redis.call('ZSCORE', KEYS[1], key)

@@ -2,7 +2,7 @@
 -- requeue own: put the given ids that this consumer still owns back at the head of the
 -- active list, keeping their order, and raise the signal (fetched jobs that never started).
 -- KEYS[1] in-flight set   KEYS[2] active list   KEYS[3] signal list   KEYS[4] held hash
--- KEYS[5..12] the group keys: a grouped job goes back to the front of its group's line
+-- KEYS[5..11] the group keys: a grouped job goes back to the front of its group's line
 -- ARGV    id1, id2, ... in queue order (at most 1000 per call)
 -- Returns the number of ids put back.
 local G = group_keys(5)

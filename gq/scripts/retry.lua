@@ -5,7 +5,7 @@
 -- KEYS[1] in-flight set   KEYS[2] scheduled sorted set   KEYS[3] data hash
 -- KEYS[4] recovered hash   KEYS[5] held hash   KEYS[6] flow settings hash
 -- KEYS[7] active list   KEYS[8] signal list   KEYS[9] cancelled sorted set
--- KEYS[10..17] the group keys: a grouped job's release lowers its group's held count and
+-- KEYS[10..16] the group keys: a grouped job's release lowers its group's held count and
 -- the job goes back into its group's line when due (lib/groups.lua)
 -- ARGV[1] id   ARGV[2] updated message   ARGV[3] delay in seconds
 -- ARGV[4] (optional) seconds during which the whole queue fetches nothing: the handler

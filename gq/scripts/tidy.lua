@@ -9,7 +9,7 @@
 -- KEYS[1] dead sorted set   KEYS[2] data hash   KEYS[3] recovered hash   KEYS[4] held hash
 -- KEYS[5] consumers sorted set   KEYS[6] cancelled sorted set   KEYS[7] flow settings hash
 -- KEYS[8] active list   KEYS[9] signal list
--- KEYS[10..17] the group keys: a held grouped job whose message is gone (a curlyq consumer
+-- KEYS[10..16] the group keys: a held grouped job whose message is gone (a curlyq consumer
 -- acknowledged it) is released, so its group's capacity comes back; a scheduled one's note
 -- is dropped. One page of each hash per call (HSCAN from 0, TIDY_GROUP_PAGE): both hold
 -- only jobs in flight or scheduled with a group.

@@ -1,26 +1,27 @@
 """The Redis keys of a queue's groups (SPEC section 17, gq/scripts/lib/groups.lua): gq's
 own, named after the queue so that a hash-tagged queue keeps them in its one Cluster slot.
-Every script that touches them is passed all eight, in ``GROUP_KEY_NAMES`` order."""
+Every script that touches them is passed all seven, in ``GROUP_KEY_NAMES`` order."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
 from gq import envelope
+from gq.errors import EnvelopeError
 from gq import job as jobs
 
 #: The suffixes, in the order lib/groups.lua's ``group_keys`` reads them.
-GROUP_KEY_NAMES = ("ring", "parked", "lines", "waiting", "state", "limits", "of", "later")
+GROUP_KEY_NAMES = ("ring", "parked", "lines", "state", "limits", "of", "later")
 
 
 @lru_cache(maxsize=1024)
 def group_keys(queue: str) -> tuple[str, ...]:
-    """The eight group keys of ``queue``, in script order."""
+    """The seven group keys of ``queue``, in script order."""
     return tuple(f"{queue}:groups:{name}" for name in GROUP_KEY_NAMES)
 
 
 def group_key(queue: str, name: str) -> str:
-    """One of them by its name (``"waiting"``, ``"limits"``...)."""
+    """One of them by its name (``"lines"``, ``"limits"``...)."""
     return group_keys(queue)[GROUP_KEY_NAMES.index(name)]
 
 
@@ -33,6 +34,6 @@ def message_group(message: bytes) -> str:
         if data[:4] != envelope.MAGIC:
             return ""
         group = envelope.decode(data).opts.get("group")
-    except (jobs.MessageDecodeError, envelope.EnvelopeError):
+    except (jobs.MessageDecodeError, EnvelopeError):
         return ""
     return group if isinstance(group, str) else ""

@@ -92,31 +92,51 @@ class GroupRow:
     held_back: float
 
 
-def busiest(queue: ScriptedQueue, count: int) -> tuple[int, list[GroupRow]]:
-    """(groups with jobs waiting, the ``count`` with the most waiting, most first), in
-    two round trips whatever the number of groups."""
+def waiting_groups(queue: ScriptedQueue) -> dict[str, int]:
+    """Every group with jobs waiting -> how many: the groups in the ring and the parked
+    ones, then their lines' ends, in a few round trips (work grows with the number of
+    groups, not of jobs; for ``gq stats`` and the dashboard, never on a worker's path)."""
     name = queue.keys.name
-    top = queue.client.zrange(group_key(name, "waiting"), 0, count - 1, desc=True,
-                              withscores=True)  # fmt: skip
-    groups = [as_text(member) for member, _ in top]
+    client = queue.client
+    pipe: Any = client.pipeline(transaction=False)  # (the Protocol lists what workers queue)
+    pipe.lrange(group_key(name, "ring"), 0, -1)
+    pipe.zrange(group_key(name, "parked"), 0, -1)
+    ring, parked = pipe.execute()
+    groups = list(dict.fromkeys(as_text(g) for g in [*ring, *parked]))
+    counts: dict[str, int] = {}
+    lines = group_key(name, "lines")
+    for chunk in chunks(groups):
+        fields = [field for group in chunk for field in (group, f"{group}{_SEP}end")]
+        spans = client.hmget(lines, fields)
+        for k, group in enumerate(chunk):
+            head, end = spans[2 * k], spans[2 * k + 1]
+            if head is not None and end is not None and int(end) > int(head):
+                counts[group] = int(end) - int(head)
+    return counts
+
+
+def busiest(queue: ScriptedQueue, count: int) -> tuple[int, list[GroupRow]]:
+    """(groups with jobs waiting, the ``count`` with the most waiting, most first)."""
+    name = queue.keys.name
+    counts = waiting_groups(queue)
+    top = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:count]
     pipe = queue.client.pipeline(transaction=False)
-    pipe.zcard(group_key(name, "waiting"))
     limits, state = group_key(name, "limits"), group_key(name, "state")
     pipe.hmget(limits, ["concurrency", "rate", "period"])
-    for group in groups:
+    for group, _ in top:
         pipe.hmget(limits, [f"concurrency{_SEP}{group}", f"rate{_SEP}{group}",
                             f"period{_SEP}{group}"])  # fmt: skip
         pipe.hmget(state, [f"held{_SEP}{group}", f"hold{_SEP}{group}"])
-    total, defaults, *rest = pipe.execute()
+    defaults, *rest = pipe.execute()
     now_ms = queue.server_time() * 1000
     rows = []
-    for i, (group, (_, score)) in enumerate(zip(groups, top)):
+    for i, (group, waiting) in enumerate(top):
         concurrency, rate, period = rest[2 * i]
         held, hold = rest[2 * i + 1]
+        concurrency = concurrency if concurrency is not None else defaults[0]
         rows.append(GroupRow(
-            group, int(score), int(held or 0),
-            int(concurrency or defaults[0]) if (concurrency or defaults[0]) else None,
+            group, waiting, int(held or 0), None if concurrency is None else int(concurrency),
             rate_setting(rate, period) if rate is not None else rate_setting(*defaults[1:]),
             held_back(hold, now_ms),
         ))  # fmt: skip
-    return int(total), rows
+    return len(counts), rows

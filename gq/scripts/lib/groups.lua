@@ -2,16 +2,16 @@
 -- Needs lib/chunk.lua (hmget_chunked, raise_signal) and lib/flow.lua (rate_settings,
 -- rate_burst, hold_wait, clamp_hold).
 -- A grouped job waits in its group's line, in gq's own keys, not in the active list, so
--- curlyq consumers never see it; fetch.lua takes from the groups in turn. Eight keys, all
+-- curlyq consumers never see it; fetch.lua takes from the groups in turn. Seven keys, all
 -- named after the queue (one Cluster slot), passed by every script that touches them, in
 -- this order (gq/store/groupkeys.py):
 --   ring     list: the groups with jobs waiting and not parked, in turn (the next first);
 --            a group is in it exactly when it has jobs waiting and is not parked
 --   parked   sorted set: groups left out of the ring -> server ms they may go again, or
 --            FULL (-1): until one of their jobs is released (their concurrency limit)
---   lines    hash: group -> the sequence number of its first waiting job;
---            group .. "\n" .. sequence -> job id (each group's line, first in first out)
---   waiting  sorted set: group -> its jobs waiting (the busiest first for gq stats)
+--   lines    hash: group -> the sequence number of its first waiting job, group .. "\nend"
+--            -> the one after its last; group .. "\n" .. sequence -> job id (each group's
+--            line, first in first out; both fields gone when it has none waiting)
 --   state    hash: "held\n" .. group -> its jobs held by gq consumers; "tat\n" .. group ->
 --            its rate limit's next start (GCRA, server ms); "hold\n" .. group -> server ms
 --            until which its RateLimited(group=True) holds it
@@ -29,13 +29,17 @@ local GROUP_FULL = -1
 -- parked (out of the ring) when looked at, so the work of one fetch is bounded however many
 -- groups there are, and a parked group costs nothing until it is released.
 local GROUP_LOOK_BEYOND = 50
+-- A turn: the most jobs one group gives a fetch while other groups wait their turn. More
+-- than one spreads each group's bookkeeping (its line's head, its place in the ring) over
+-- several jobs; few, so that a big group delays a small one by a few jobs per consumer.
+local GROUP_TURN = 4
 -- Parked groups whose time has come, moved back to the ring per fetch at most.
 local GROUP_WAKE_BATCH = 100
 -- A fetch that found only groups held back by their time says "look again" in at most this
 -- many ms, so that new jobs of other groups are not left waiting behind a long hold.
 local GROUP_LOOK_AGAIN = 250
 
-local GROUP_KEY_NAMES = {'ring', 'parked', 'lines', 'waiting', 'state', 'limits', 'of', 'later'}
+local GROUP_KEY_NAMES = {'ring', 'parked', 'lines', 'state', 'limits', 'of', 'later'}
 
 -- The group keys, passed from KEYS[first] on (gq/store/groupkeys.py: the same order).
 local function group_keys(first)
@@ -48,7 +52,7 @@ local function group_keys(first)
 end
 
 local function group_types(G)
-  return {G.ring, 'list', G.parked, 'zset', G.lines, 'hash', G.waiting, 'zset', G.state, 'hash',
+  return {G.ring, 'list', G.parked, 'zset', G.lines, 'hash', G.state, 'hash',
           G.limits, 'hash', G.of, 'hash', G.later, 'hash'}
 end
 
@@ -61,20 +65,27 @@ end
 
 -- The sequence of the first waiting job and how many wait.
 local function group_span(G, group)
-  local waiting = tonumber(redis.call('ZSCORE', G.waiting, group)) or 0
-  if waiting == 0 then return 0, 0 end
-  return tonumber(redis.call('HGET', G.lines, group)) or 0, waiting
+  local span = redis.call('HMGET', G.lines, group, group .. '\nend')
+  local head = tonumber(span[1]) or 0
+  return head, math.max(0, (tonumber(span[2]) or head) - head)
+end
+
+local function group_waiting(G, group)
+  local _, waiting = group_span(G, group)
+  return waiting
 end
 
 -- Append ids to the end of the group's line.
 local function group_append(G, group, ids)
   if #ids == 0 then return end
   local head, waiting = group_span(G, group)
-  if waiting == 0 then redis.call('HSET', G.lines, group, head) end
+  local slots = {}
   for i = 1, #ids do
-    redis.call('HSET', G.lines, group .. '\n' .. (head + waiting + i - 1), ids[i])
+    slots[#slots + 1] = group .. '\n' .. (head + waiting + i - 1)
+    slots[#slots + 1] = ids[i]
   end
-  redis.call('ZINCRBY', G.waiting, #ids, group)
+  call_chunked('HSET', G.lines, slots)
+  redis.call('HSET', G.lines, group, head, group .. '\nend', head + waiting + #ids)
   if waiting == 0 then group_ready(G, group) end
 end
 
@@ -82,12 +93,12 @@ end
 local function group_prepend(G, group, ids)
   if #ids == 0 then return end
   local head, waiting = group_span(G, group)
+  local tail = head + waiting
   for i = #ids, 1, -1 do
     head = head - 1
     redis.call('HSET', G.lines, group .. '\n' .. head, ids[i])
   end
-  redis.call('HSET', G.lines, group, head)
-  redis.call('ZINCRBY', G.waiting, #ids, group)
+  redis.call('HSET', G.lines, group, head, group .. '\nend', tail)
   if waiting == 0 then group_ready(G, group) end
 end
 
@@ -124,7 +135,7 @@ local function group_unpark_full(G, groups)
   for i, group in ipairs(groups) do
     if tonumber(scores[i]) == GROUP_FULL then
       redis.call('ZREM', G.parked, group)
-      if (tonumber(redis.call('ZSCORE', G.waiting, group)) or 0) > 0 then group_ready(G, group) end
+      if group_waiting(G, group) > 0 then group_ready(G, group) end
       woken = true
     end
   end
@@ -185,12 +196,17 @@ local function group_due(G, ids)
   return rest
 end
 
--- Fair turns: n jobs shared one at a time between the groups that may start some, in
--- ring order, so that a group with 100,000 waiting takes no more turns than one with 1.
+-- Fair turns: n jobs shared between the groups that may start some, in ring order, a turn
+-- of at most GROUP_TURN jobs each, then (the ring read to its end) one at a time between
+-- those with more, so that a group with 100,000 waiting takes no more turns than one with 1.
 local function share_turns(room, n)
   local give = {}
-  for i = 1, #room do give[i] = 0 end
-  local left, more = n, true
+  local left = n
+  for i = 1, #room do
+    give[i] = math.min(room[i], GROUP_TURN, left)
+    left = left - give[i]
+  end
+  local more = true
   while left > 0 and more do
     more = false
     for i = 1, #room do
@@ -211,7 +227,7 @@ local function group_wake(G, now)
   for _, group in ipairs(due) do
     redis.call('ZREM', G.parked, group)
     redis.call('HDEL', G.state, 'hold\n' .. group)
-    if (tonumber(redis.call('ZSCORE', G.waiting, group)) or 0) > 0 then group_ready(G, group) end
+    if group_waiting(G, group) > 0 then group_ready(G, group) end
   end
 end
 
@@ -220,7 +236,18 @@ end
 -- the "own" flag), held counts and rate state (only when some limit needs them). A group
 -- in the ring is never under a RateLimited hold (the hold parks it; waking clears it).
 local function groups_read(G, groups)
-  local r = {waiting = zmscore_chunked(G.waiting, groups), heads = hmget_chunked(G.lines, groups)}
+  local fields = {}
+  for i, group in ipairs(groups) do
+    fields[2 * i - 1] = group
+    fields[2 * i] = group .. '\nend'
+  end
+  local spans = hmget_chunked(G.lines, fields)
+  local r = {waiting = {}, heads = {}}
+  for i = 1, #groups do
+    local head = tonumber(spans[2 * i - 1]) or 0
+    r.heads[i] = head
+    r.waiting[i] = math.max(0, (tonumber(spans[2 * i]) or head) - head)
+  end
   local defaults = redis.call('HMGET', G.limits, 'concurrency', 'rate', 'period', 'own')
   r.concurrency, r.rate, r.period = {}, {}, {}
   local own = {}
@@ -281,7 +308,7 @@ end
 -- turn), held counts, rate state and the held jobs' groups. Returns the ids.
 local function groups_pop(G, groups, give, r)
   local fields, owners, counts_of = {}, {}, {}
-  local heads, counts, ring, state, drop_lines, emptied = {}, {}, {}, {}, {}, {}
+  local heads, ring, state, drop_lines = {}, {}, {}, {}
   for i, group in ipairs(groups) do
     local take = give[i] or 0
     if take > 0 then
@@ -293,10 +320,9 @@ local function groups_pop(G, groups, give, r)
       for _ = #counts_of + 1, #fields do counts_of[#counts_of + 1] = r.concurrency[i] ~= nil end
       if take == waiting then
         drop_lines[#drop_lines + 1] = group
-        emptied[#emptied + 1] = group
+        drop_lines[#drop_lines + 1] = group .. '\nend'
       else
         heads[#heads + 1] = group; heads[#heads + 1] = head + take
-        counts[#counts + 1] = waiting - take; counts[#counts + 1] = group
         ring[#ring + 1] = group
       end
       local counted = r.concurrency[i] ~= nil
@@ -311,9 +337,7 @@ local function groups_pop(G, groups, give, r)
   local ids = hmget_chunked(G.lines, fields)
   call_chunked('HDEL', G.lines, fields)
   call_chunked('HDEL', G.lines, drop_lines)
-  call_chunked('ZREM', G.waiting, emptied)
   call_chunked('HSET', G.lines, heads)
-  call_chunked('ZADD', G.waiting, counts)
   call_chunked('RPUSH', G.ring, ring)  -- served: to the back, in the order they were served
   call_chunked('HSET', G.state, state)
   local of = {}
@@ -336,8 +360,10 @@ local function groups_look(G, n, now)
   local groups, r, open, room, seen = {}, {}, {}, {}, {}
   for _, kind in ipairs(KINDS) do r[kind] = {} end
   local budget = n + GROUP_LOOK_BEYOND
-  while #open < n and #groups < budget do
-    local looked = redis.call('LRANGE', G.ring, 0, math.min(n - #open, budget - #groups) - 1)
+  local turns = 0  -- jobs the open groups give in their turns
+  while turns < n and #groups < budget do
+    local missing = math.ceil((n - turns) / GROUP_TURN)
+    local looked = redis.call('LRANGE', G.ring, 0, math.min(missing, budget - #groups) - 1)
     if #looked == 0 then break end
     redis.call('LTRIM', G.ring, #looked, -1)
     local batch = {}
@@ -357,6 +383,7 @@ local function groups_look(G, n, now)
         else
           open[#open + 1] = i
           room[#room + 1] = cap
+          turns = turns + math.min(cap, GROUP_TURN)
         end
       end
     end
