@@ -210,11 +210,12 @@ def small_wait(url: str, big: int) -> dict[str, Any]:
         forget(url, queue)
     result = json.loads(out.strip().splitlines()[-1])
     spans = result["spans"]
-    # Fetches answered after the enqueue, up to and including the one that took the job:
-    # 1 when the job was in the first batch fetched after it was enqueued.
+    # Fetches sent after the enqueue, up to and including the one that took the job: 1
+    # when the job was in the first batch fetched after it was enqueued (a fetch already
+    # on the wire at the enqueue is not counted: it could not have seen the job).
     fetches = result["fetches"]
-    (taken_at,) = [answered for _, answered, _, small in fetches if small]
-    turns = sum(1 for _, answered, _, _ in fetches if enqueued <= answered <= taken_at)
+    (taken_sent,) = [sent for sent, _, _, small in fetches if small]
+    turns = sum(1 for sent, _, _, _ in fetches if enqueued <= sent <= taken_sent)
     (small_start,) = [start for job_id, start, _ in spans if job_id == "small-0"]
     between = sum(1 for job_id, start, _ in spans
                   if job_id != "small-0" and enqueued <= start < small_start)  # fmt: skip
