@@ -341,3 +341,20 @@ def test_stats_show_the_busiest_groups(backend: Backend) -> None:
     first, second = groups["busiest"]
     assert (first["group"], first["waiting"], first["concurrency_limit"]) == ("big", 28, 2)
     assert first["held"] + second["held"] == 3 and second["group"] == "s"
+
+
+def test_group_metrics_are_opt_in_and_bounded(backend: Backend) -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from gq.group_metrics import GroupCollector
+
+    push(backend, [(f"g{k}-{i}", f"g{k}") for k in range(30) for i in range(k + 1)])
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(GroupCollector(backend.client(), [backend.queue], top=5))
+    text = prometheus_client.generate_latest(registry).decode()
+    assert f'gq_groups_waiting{{queue="{backend.queue}"}} 30.0' in text
+    waiting = [line for line in text.splitlines()
+               if line.startswith("gq_group_jobs") and 'state="waiting"' in line]  # fmt: skip
+    assert len(waiting) == 5  # the busiest five only, whatever the number of groups
+    assert any('group="g29"' in line and line.endswith(" 30.0") for line in waiting)
+    with pytest.raises(ValueError):
+        GroupCollector(backend.client(), [backend.queue], top=0)
