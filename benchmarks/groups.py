@@ -116,7 +116,8 @@ def most_at_once(spans: list[tuple[float, float]]) -> int:
     return most
 
 
-def concurrency_held(url: str, limit: int = 5, groups: int = 20, per_group: int = 100) -> dict[str, Any]:
+def concurrency_held(url: str, limit: int = 5, groups: int = 20,
+                     per_group: int = 100) -> dict[str, Any]:  # fmt: skip
     queue = f"bench-groups-c-{uuid.uuid4().hex[:8]}"
     try:
         gq.Queue(queue, url=url).set_group_limits(concurrency=limit)
@@ -240,7 +241,8 @@ def main() -> None:
              if "4" in args.parts else None)  # fmt: skip
     payload = {"command": command(), "machine": info, "repeat": repeat, "jobs": n,
                "versions": versions(["redis", "hiredis", "gevent", "msgpack"]),
-               "drain": part1, "concurrency": part2, "rate": part3, "fair_turns": part4}  # fmt: skip
+               "drain": part1, "concurrency": part2, "rate": part3,
+               "fair_turns": part4}  # fmt: skip
     write_json("groups", payload)
     report(payload)
 
@@ -248,8 +250,9 @@ def main() -> None:
 def report(p: dict[str, Any]) -> None:
     if p["drain"]:
         med = p["drain"]["medians"]
-        print(markdown_table(["mode", "jobs/s (median)", "vs ungrouped"], [
-            [name, f"{rate:,.0f}", f"{rate / med['ungrouped']:.2f}"] for name, rate in med.items()]))
+        rows = [[name, f"{rate:,.0f}", f"{rate / med['ungrouped']:.2f}"]
+                for name, rate in med.items()]  # fmt: skip
+        print(markdown_table(["mode", "jobs/s (median)", "vs ungrouped"], rows))
     if p["concurrency"]:
         c = p["concurrency"]
         print(f"\ngroup concurrency limit {c['limit']}: most running at once in a group "

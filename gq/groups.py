@@ -70,7 +70,9 @@ def group_of(
     try:
         return check_group(group)
     except ConfigurationError as exc:
-        raise ConfigurationError(f"task {task}: its group function gave a bad group: {exc}") from None
+        raise ConfigurationError(
+            f"task {task}: its group function gave a bad group: {exc}"
+        ) from None
 
 
 # -- limits and what the groups hold (gq.Queue's methods, gq group-limit, gq stats) --------

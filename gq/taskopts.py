@@ -52,8 +52,9 @@ class TaskOptions:
         for name in ("backoff", "timeout", "unique_for", "result_ttl"):
             object.__setattr__(self, name, _seconds(name, getattr(self, name)))
         _check_retries(self.retries)
-        if self.unique_key is not None and (not isinstance(self.unique_key, str) or not self.unique_key):
-            raise ConfigurationError(f"unique_key must be a non-empty str, not {self.unique_key!r}")
+        key = self.unique_key
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ConfigurationError(f"unique_key must be a non-empty str, not {key!r}")
         check_option(self.group)
         if not isinstance(self.expires, datetime):
             object.__setattr__(self, "expires", _seconds("expires", self.expires))

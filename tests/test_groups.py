@@ -50,7 +50,8 @@ def test_jobs_of_a_group_under_a_limit_are_counted_while_held(backend: Backend) 
 
 
 def test_ungrouped_jobs_touch_no_group_key(backend: Backend) -> None:
-    gq.Producer(backend.queue, client=backend.client()).perform_many([gq.Job(f"j{i}") for i in range(5)])
+    producer = gq.Producer(backend.queue, client=backend.client())
+    producer.perform_many([gq.Job(f"j{i}") for i in range(5)])
     queue = store(backend)
     queue.register("c1")
     ids, _ = fetch_all(queue, "c1", 10)

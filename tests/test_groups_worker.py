@@ -18,7 +18,9 @@ from gq.store.groupkeys import group_key
 from tests.cli_support import ADMIN, env_for, run
 from tests.group_support import held, waiting
 from tests.helpers import Backend, RedisServer, delete_keys, wait_until
-from tests.task_support import Running, make_app, run_app  # noqa: F401 (fixture)
+from tests.task_support import Running, make_app, run_app
+
+__all__ = ["run_app"]  # the fixture
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -155,8 +157,8 @@ def test_gq_group_limit_sets_shows_and_refuses(redis_server: RedisServer) -> Non
         queue = gq.Queue(name, client=redis_server.client())
         assert queue.group_limits("tenant:big") == {"rate": None, "concurrency": 50}
         assert queue.group_limits() == {"rate": (10, 1.0), "concurrency": 5}
-        for bad in (["--concurrency", "0"], ["--rate", "0/1"], ["--group", "", "--concurrency", "1"],
-                    ["--clear", "--concurrency", "2"], ["--group", "x" * 201]):  # fmt: skip
+        for bad in (["--concurrency", "0"], ["--rate", "0/1"], ["--clear", "--concurrency", "2"],
+                    ["--group", "", "--concurrency", "1"], ["--group", "x" * 201]):  # fmt: skip
             refused = run(ADMIN, "group-limit", *bad, env=env)
             assert refused.returncode == 2, (bad, refused.stderr)
         assert queue.group_limits() == {"rate": (10, 1.0), "concurrency": 5}  # untouched

@@ -67,7 +67,9 @@ def _changes(args: argparse.Namespace) -> dict[str, Any]:
 def _rate_text(rate_limit: Any) -> str:
     if rate_limit is None:
         return "none"
-    jobs, per = (rate_limit["jobs"], rate_limit["per"]) if isinstance(rate_limit, dict) else rate_limit
+    if isinstance(rate_limit, dict):
+        rate_limit = (rate_limit["jobs"], rate_limit["per"])
+    jobs, per = rate_limit
     return f"{jobs} jobs per {per:g}s"
 
 
@@ -80,7 +82,8 @@ def groups_text(report: dict[str, Any]) -> str:
              f"{row['held_back_seconds']:g}s" if row["held_back_seconds"] else "-")
             for row in report["busiest"]]  # fmt: skip
     head = f"{report['waiting_groups']} group(s) with jobs waiting; the busiest:"
-    return head + "\n" + table(("GROUP", "WAITING", "HELD", "CONCURRENCY", "RATE", "HELD BACK"), rows)
+    headers = ("GROUP", "WAITING", "HELD", "CONCURRENCY", "RATE", "HELD BACK")
+    return head + "\n" + table(headers, rows)
 
 
 def stats_rows(report: dict[str, Any]) -> list[tuple[str, str]]:

@@ -76,7 +76,8 @@ def group_limits(queue: ScriptedQueue, group: str) -> GroupLimits:
     suffix = _SEP + group if group else ""
     fields = [f"concurrency{suffix}", f"rate{suffix}", f"period{suffix}"]
     concurrency, rate, period = queue.client.hmget(group_key(queue.keys.name, "limits"), fields)
-    return GroupLimits(rate_setting(rate, period), None if concurrency is None else int(concurrency))
+    limit = None if concurrency is None else int(concurrency)
+    return GroupLimits(rate_setting(rate, period), limit)
 
 
 @dataclass(frozen=True)

@@ -157,16 +157,8 @@ class RedisQueue(ScriptedQueue):
         replies = self._run_batches("ack", keys, [list(chunk) for chunk in chunks(ids)])
         return [bool(flag) for reply in replies for flag in reply]
 
-    def retry(
-        self,
-        consumer_id: str,
-        job_id: str,
-        message: bytes,
-        delay: float,
-        *,
-        hold: float = 0,
-        group_hold: bool = False,
-    ) -> bool:
+    def retry(self, consumer_id: str, job_id: str, message: bytes, delay: float, *,
+              hold: float = 0, group_hold: bool = False) -> bool:  # fmt: skip
         """Schedule an owned job again ``delay`` seconds from now with ``message``; with
         ``hold``, the whole queue also fetches nothing for that many seconds (RateLimited),
         or only the job's group with ``group_hold`` (an ungrouped job holds the queue)."""
