@@ -9,7 +9,7 @@ from typing import Any
 
 from gq.cli import EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError
-from gq.cli.flow_cmd import concurrency_limit, rate
+from gq.cli.flow_cmd import _limit_changes, concurrency_limit, rate
 from gq.cli.formatting import table
 from gq.errors import ConfigurationError
 from gq.queue import Queue
@@ -39,7 +39,7 @@ def add_parser(commands: Any, conn: argparse.ArgumentParser) -> None:
 
 def group_limit(args: argparse.Namespace, rq: QueueAdmin) -> int:
     queue = Queue(rq.keys.name, client=rq.client)
-    changes = _changes(args)
+    changes = _limit_changes(args)  # the same flags as gq limit's
     try:
         if changes:
             queue.set_group_limits(group=args.group, **changes)
@@ -54,14 +54,6 @@ def group_limit(args: argparse.Namespace, rq: QueueAdmin) -> int:
     if not args.group:
         print(groups_text(queue.groups()))
     return EXIT_OK
-
-
-def _changes(args: argparse.Namespace) -> dict[str, Any]:
-    given = {"rate": args.rate, "concurrency": args.concurrency}
-    given = {name: value for name, value in given.items() if value is not None}
-    if args.clear and given:
-        raise CliError(EXIT_USAGE, "--clear removes both limits: give it alone")
-    return {"rate": None, "concurrency": None} if args.clear else given
 
 
 def _rate_text(rate_limit: Any) -> str:

@@ -87,6 +87,15 @@ local function head(n, idle)
   return ids, available
 end
 
+-- Append (id, message) pairs to the reply.
+local function reply_jobs(reply, ids, messages)
+  local base = #reply
+  for i = 1, #ids do
+    reply[base + 2 * i - 1] = ids[i]
+    reply[base + 2 * i] = messages[i]
+  end
+end
+
 -- The ids of ARGV[first..] whose flag says they were acknowledged.
 local function owned_of(flags, first)
   local owned = {}
@@ -137,19 +146,11 @@ if #ids > 0 then
   local messages = hmget_chunked(KEYS[4], ids)
   call_chunked('SADD', KEYS[3], ids)
   redis.call('LTRIM', KEYS[2], #ids, -1)
-  local base = #reply
-  for i = 1, #ids do
-    reply[base + 2 * i - 1] = ids[i]
-    reply[base + 2 * i] = messages[i]
-  end
+  reply_jobs(reply, ids, messages)
 end
 if #gids > 0 then
   call_chunked('SADD', KEYS[3], gids)
-  local base = #reply
-  for i = 1, #gids do
-    reply[base + 2 * i - 1] = gids[i]
-    reply[base + 2 * i] = gmessages[i]
-  end
+  reply_jobs(reply, gids, gmessages)
 end
 local took = #ids + #gids
 if took > 0 and rate then rate_charge(KEYS[9], rate, period, now, took) end
