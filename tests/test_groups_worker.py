@@ -182,3 +182,21 @@ def test_a_group_rate_limit_paces_a_running_consumer(backend: Backend, run_app: 
         starts = sorted(tracker.starts[tenant])
         # The burst of 2, then one every 50 ms: each group on its own limit.
         assert starts[-1] - starts[0] >= (30 - 2) * 0.05 * 0.9, tenant
+
+
+def test_testing_worker_drains_grouped_tasks() -> None:
+    from gq import testing
+
+    app = gq.App(queue="grouped")
+    ran: list[str] = []
+
+    @app.task(group=lambda tenant: tenant)
+    def work(tenant: str) -> None:
+        ran.append(tenant)
+
+    with testing.worker(app) as worker:
+        work.enqueue_many([("a",)] * 3 + [("b",)] * 2)
+        work.using(group="c").enqueue("c")
+        outcomes = worker.drain()
+    assert [o.status for o in outcomes] == ["done"] * 6
+    assert sorted(ran) == ["a", "a", "a", "b", "b", "c"]
