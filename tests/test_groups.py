@@ -240,6 +240,24 @@ def test_a_dead_consumers_group_capacity_comes_back_when_recovered(backend: Back
     assert sorted(ids) == ["a-0", "a-1"]  # the recovered ones, back at the front
 
 
+def test_a_grouped_job_recovered_twice_runs_alone_from_the_active_list(backend: Backend) -> None:
+    _queue(backend).set_group_limits(concurrency=5)
+    push(backend, [("a-0", "a"), ("a-1", "a")])
+    q = store(backend)
+    for crash in ("first", "second"):
+        q.register(crash)
+        assert sorted(fetch_all(q, crash, 10)[0]) == ["a-0", "a-1"]  # from their group
+        q.register("custodian")
+        q.recover("custodian", [q.keys.inflight(crash)], timeout=-1, max_jobs=100,
+                  max_recoveries=5, dead_max_jobs=100, dead_max_age=3600)  # fmt: skip
+    # Recovered twice in a row: suspects, in the active list, where fetch isolates them.
+    assert sorted(backend.direct().lrange(q.keys.active, 0, -1)) == [b"a-0", b"a-1"]
+    assert held(backend) == {} and waiting(backend) == {}
+    q.register("idle")
+    fetched = q.fetch("idle", 10, idle=True)
+    assert len(fetched) == 1 and fetched.state == "suspect"
+
+
 def test_tidy_releases_a_job_a_curlyq_consumer_acknowledged(backend: Backend) -> None:
     _queue(backend).set_group_limits(concurrency=1)
     push(backend, [("a-0", "a"), ("a-1", "a")])

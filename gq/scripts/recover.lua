@@ -13,7 +13,8 @@
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] data hash   KEYS[4] dead sorted set
 -- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7] held hash   KEYS[8] cancelled sorted set
 -- KEYS[9] flow settings hash   KEYS[10..16] the group keys (a grouped job goes back to the
--- front of its group's line, and its group's held count is lowered: lib/groups.lua)
+-- front of its group's line, and its group's held count is lowered: lib/groups.lua; one
+-- that becomes a suspect goes to the active list instead, where a suspect runs alone)
 -- KEYS[17..] in-flight sets of expired consumers
 -- ARGV[1] timeout in seconds   ARGV[2] max_jobs   ARGV[3] max_recoveries
 -- ARGV[4] the calling consumer's own in-flight key (never recovered)
@@ -53,7 +54,11 @@ for k = 17, #KEYS do
         redis.call('HDEL', KEYS[6], id)
       elseif message then
         local before = tonumber(redis.call('HGET', KEYS[6], id)) or 0
-        if redis.call('HINCRBY', KEYS[6], id, 1) > max_recoveries and before >= SUSPECT then
+        local count = redis.call('HINCRBY', KEYS[6], id, 1)
+        -- A suspect is isolated only from the active list (fetch.lua): it goes there,
+        -- out of its group, to run alone; its group's capacity was given back above.
+        if count >= SUSPECT then group_of[id] = nil end
+        if count > max_recoveries and before >= SUSPECT then
           redis.call('ZADD', KEYS[4], now, id)
           redis.call('HSET', KEYS[3], id, with_error(message,
             'recovered ' .. max_recoveries .. ' times from crashed consumers; last from ' .. key))
