@@ -1,4 +1,4 @@
--- include: time, chunk, oom, recovery, types, flow, ack, groups
+-- include: time, chunk, oom, recovery, types, flow, ack, groups, group_take
 -- fetch: acknowledge the ids this consumer finished (the acks that ride on the fetch, as
 -- ack.lua does), then take up to n ids from the head of the active list into this
 -- consumer's in-flight set and return them with their messages, in queue order, within
