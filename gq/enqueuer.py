@@ -1,5 +1,6 @@
 """Writing task jobs: envelopes built and checked, then stored by the producer's scripts
-(``push``, ``schedule``) or, for a task with ``unique_for``, by ``push_unique``.
+(``push``, ``schedule``) or, for a task with ``unique_for``, by ``push_unique``, or, for
+jobs with a group (SPEC section 17), by ``push_group``.
 
 Every call of a batch is checked (arguments bind, values encode, size) before the first
 is written, so a refused batch writes nothing.
@@ -13,10 +14,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 from gq import envelope
-from gq.errors import JobAlreadyExistsError
+from gq.errors import ConfigurationError, JobAlreadyExistsError
+from gq.groups import group_of
 from gq.job import Job
 from gq.producer import ProducerCore, _seconds, _unix_time
 from gq.results import Result
+from gq.store.groups import GroupEntry, push_group
 from gq.taskopts import lock_name, wire
 
 if TYPE_CHECKING:
@@ -31,13 +34,14 @@ _uuid4 = uuid.uuid4
 class Batch:
     """The jobs of one enqueue call, built and checked, with how to store them."""
 
-    __slots__ = ("call", "jobs", "locks", "mode", "at")
+    __slots__ = ("call", "jobs", "locks", "mode", "at", "groups")
 
     def __init__(self, call: Call[Any, Any], calls: Calls, now: Callable[[], float]) -> None:
         self.call = call
         self.mode, self.at = _timing(call)
         self.jobs: list[Job] = []
         self.locks: list[str | None] = []
+        self.groups: list[str] = []  # "" for none; empty when no job of the batch has one
         task = call.task
         options = call.options
         name, check, headers = task.name, task.binder.check, call.headers
@@ -51,9 +55,21 @@ class Batch:
                 raise TypeError(f"task {name}: the arguments do not bind: {why}")
             lock = lock_name(name, options, args, kwargs) if varying else None
             opts = fixed if fixed is not None else wire(options, now, lock)
+            if options.group is not None:
+                if lock is not None:
+                    raise ConfigurationError(f"task {name}: group with unique_for is not "
+                                             "supported yet")  # fmt: skip
+                opts = self._grouped(opts, group_of(options.group, args, kwargs, name))
             data = envelope.encode(name, args, kwargs, opts, headers)
             self.jobs.append(Job(call.id or str(_uuid4()), data))
             self.locks.append(lock)
+
+    def _grouped(self, opts: dict[str, Any], group: str | None) -> dict[str, Any]:
+        """The opts of a job with ``group`` (noted for push_group)."""
+        self.groups.append(group or "")
+        if group is None:
+            return {k: v for k, v in opts.items() if k != "group"}
+        return {**opts, "group": group}
 
     def messages(self, core: ProducerCore) -> list[bytes]:
         """Each job's message (``MessageTooLargeError`` before anything is written)."""
@@ -81,6 +97,12 @@ class Batch:
         ]
 
 
+    def group_entries(self, messages: list[bytes]) -> list[GroupEntry]:
+        """push_group's entries: (id, message, time, group or "")."""
+        return [(job.id, message, self.at, group)
+                for job, message, group in zip(self.jobs, messages, self.groups)]  # fmt: skip
+
+
 def _timing(call: Call[Any, Any]) -> tuple[str, float]:
     """("now", 0), ("at", unix seconds) or ("after", seconds on the Redis clock)."""
     if call.at is not None and call.after is not None:
@@ -97,6 +119,8 @@ def write(queue: TaskQueue, core: ProducerCore, batch: Batch) -> list[Result[Any
     if not batch.jobs:
         return []
     messages = batch.messages(core)
+    if batch.groups:
+        return batch.results(push_group(queue, batch.mode, batch.group_entries(messages)))
     if batch.locks[0] is not None:
         return batch.results(queue.push_unique(batch.unique_entries(messages), batch.mode))
     ids = [job.id for job in batch.jobs]
@@ -111,6 +135,8 @@ async def awrite(queue: AsyncRedisQueue, core: ProducerCore, batch: Batch) -> li
     if not batch.jobs:
         return []
     messages = batch.messages(core)
+    if batch.groups:
+        return batch.results(await queue.push_group(batch.mode, batch.group_entries(messages)))
     if batch.locks[0] is not None:
         entries = batch.unique_entries(messages)
         return batch.results(await queue.push_unique(entries, batch.mode))

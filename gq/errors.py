@@ -119,13 +119,14 @@ class RateLimited(Exception):
     queue fetches nothing for ``after`` seconds, on every consumer (SPEC section 9).
     ``after`` must be a finite number of seconds above 0; more than ``MAX_AFTER`` (a day)
     is cut to it. An operator lifts the hold with ``gq.Queue.resume()`` (``gq resume``).
+    With ``group=True`` only the job's group is held (a partner's 429 for one tenant).
     """
 
     #: The longest hold, in seconds: a quota that resets daily is the longest wait a
     #: service asks for; anything longer is a bug on one side, not a reason to stop a queue.
     MAX_AFTER = 86400.0
 
-    def __init__(self, after: float, reason: str = "") -> None:
+    def __init__(self, after: float, reason: str = "", *, group: bool = False) -> None:
         try:
             seconds = float(after)
         except (TypeError, ValueError):
@@ -135,7 +136,11 @@ class RateLimited(Exception):
                 f"RateLimited(after=...) needs a finite, positive number of seconds, not {after!r}"
             )
         self.after = min(seconds, self.MAX_AFTER)
-        super().__init__(reason or f"rate limited: queue held back for {after:g} s")
+        # Only the job's group is held (SPEC section 17); a job without a group holds the
+        # queue, as the group it does not have cannot be told apart from the rest.
+        self.group = bool(group)
+        held = "group" if self.group else "queue"
+        super().__init__(reason or f"rate limited: {held} held back for {after:g} s")
 
 
 class MessageTooLargeError(ConfigurationError):

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gq import groups
 from gq import job as jobs
 from gq.errors import ConfigurationError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.store.admin import FlowState, QueueAdmin
 from gq.store.config import resolve_client
+from gq.store.groups import group_limits as get_group_limits
+from gq.store.groups import set_group_limits
 
 Rate = tuple[int, float]
 # The bounds of a rate limit (lib/flow.lua holds the same): its period at most 30 days in
@@ -80,12 +83,7 @@ class Queue:
         """Set the queue-wide limits over all gq consumers: ``rate=(n, seconds)``, at most n
         jobs started per that many seconds; ``concurrency=n``, at most n jobs held (buffered
         or running) at once. ``None`` removes a limit; a limit not given is left as it is."""
-        changes: dict[str, int | None] = {}
-        if rate is not UNCHANGED:
-            count, period_ms = _checked_rate(rate)
-            changes.update(rate=count, period=period_ms)
-        if concurrency is not UNCHANGED:
-            changes["concurrency"] = _checked_concurrency(concurrency)
+        changes = _limit_changes(rate, concurrency)
         if changes:
             self.store.set_limits(changes)
 
@@ -93,6 +91,33 @@ class Queue:
         """``{"rate": (n, seconds) or None, "concurrency": n or None}``."""
         flow = self.store.flow()
         return {"rate": flow.rate, "concurrency": flow.concurrency}
+
+    # -- groups (SPEC section 17, gq/groups.py) ---------------------------------------------
+
+    def set_group_limits(
+        self,
+        concurrency: int | None = UNCHANGED,
+        rate: Rate | None = UNCHANGED,
+        group: str | None = None,
+    ) -> None:
+        """Limits per group: for every group (``group=None``), or one group's own, which
+        win over every group's. ``concurrency=n``: at most n jobs of a group held at once;
+        ``rate=(n, seconds)``: at most n of its jobs started per that many seconds.
+        ``None`` removes a limit; a limit not given is left as it is."""
+        name = "" if group is None else groups.check_group(group)
+        changes = _limit_changes(rate, concurrency)
+        if changes:
+            set_group_limits(self.store, name, changes)
+
+    def group_limits(self, group: str | None = None) -> dict[str, Rate | int | None]:
+        """``{"rate": ..., "concurrency": ...}`` of every group, or one group's own (None
+        where it follows every group's)."""
+        limits = get_group_limits(self.store, "" if group is None else groups.check_group(group))
+        return {"rate": limits.rate, "concurrency": limits.concurrency}
+
+    def groups(self, count: int = groups.BUSIEST) -> dict[str, Any]:
+        """The groups of ``gq stats``: how many have jobs waiting, and the busiest."""
+        return groups.report(self.store, count)
 
     # -- jobs ------------------------------------------------------------------------------
 
@@ -183,7 +208,7 @@ def _number(value: Any) -> float | None:
 def stats(admin: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
     """The numbers of ``gq stats`` for one queue (see ``Queue.stats``)."""
     report, _ = snapshot(admin, consumer_timeout)
-    return {**report, **flow_report(admin.flow())}
+    return {**report, **flow_report(admin.flow()), "groups": groups.report(admin)}
 
 
 def snapshot(admin: QueueAdmin, consumer_timeout: float) -> tuple[dict[str, Any], float]:
@@ -225,6 +250,17 @@ def _ready_at(message: bytes | None) -> float | None:
         return None if message is None else jobs.decode_ready_at(message)
     except jobs.MessageDecodeError:
         return None
+
+
+def _limit_changes(rate: Rate | None, concurrency: int | None) -> dict[str, int | None]:
+    """The settings to write for ``set_limits`` and ``set_group_limits``, checked."""
+    changes: dict[str, int | None] = {}
+    if rate is not UNCHANGED:
+        count, period_ms = _checked_rate(rate)
+        changes.update(rate=count, period=period_ms)
+    if concurrency is not UNCHANGED:
+        changes["concurrency"] = _checked_concurrency(concurrency)
+    return changes
 
 
 def _checked_rate(rate: Rate | None) -> tuple[int | None, int | None]:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Union
 import msgpack
 
 from gq.errors import ConfigurationError
+from gq.groups import GroupOption, check_option
 
 Seconds = Union[float, int, timedelta]
 
@@ -35,7 +36,8 @@ class TaskOptions:
     ``retries`` (int >= 0: runs after the first failure, so at most ``retries + 1`` runs),
     ``backoff`` (s, > 0: the cap of the retry delay), ``timeout`` (s, > 0), ``unique_for``
     (s, > 0), ``unique_key`` (str), ``expires`` (s from the enqueue, > 0, or an aware
-    datetime), ``result_ttl`` (s, > 0; section 16), ``group`` (str; section 17)."""
+    datetime), ``result_ttl`` (s, > 0; section 16), ``group`` (a group name, or a callable
+    over the task's arguments that gives one; section 17, gq/groups.py)."""
 
     retries: int | None = None
     backoff: float | None = None
@@ -44,16 +46,16 @@ class TaskOptions:
     unique_key: str | None = None
     expires: float | datetime | None = None
     result_ttl: float | None = None
-    group: str | None = None
+    group: GroupOption | None = None
 
     def __post_init__(self) -> None:
         for name in ("backoff", "timeout", "unique_for", "result_ttl"):
             object.__setattr__(self, name, _seconds(name, getattr(self, name)))
         _check_retries(self.retries)
-        for name in ("unique_key", "group"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ConfigurationError(f"{name} must be a non-empty str, not {value!r}")
+        key = self.unique_key
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ConfigurationError(f"unique_key must be a non-empty str, not {key!r}")
+        check_option(self.group)
         if not isinstance(self.expires, datetime):
             object.__setattr__(self, "expires", _seconds("expires", self.expires))
         elif self.expires.utcoffset() is None:
@@ -109,7 +111,7 @@ def wire(options: TaskOptions, now: Callable[[], float], lock: str | None) -> di
         opts["unique"] = lock
     if options.result_ttl is not None:
         opts["result_ttl"] = options.result_ttl
-    if options.group is not None:
+    if isinstance(options.group, str):  # a callable's group is the enqueuer's, per call
         opts["group"] = options.group
     return opts
 

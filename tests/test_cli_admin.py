@@ -104,6 +104,9 @@ def test_stats_counts_every_state(redis_server: RedisServer, rq: BothSides) -> N
         "concurrency_limit": None,
         "held": 1,
         "held_back_seconds": 0.0,
+        # groups (SPEC section 17; tests/test_groups.py): none
+        "groups": {"waiting_groups": 0, "busiest": [],
+                   "limits": {"rate_limit": None, "concurrency_limit": None}},  # fmt: skip
     }
     code, out, err = gq_cmd(rq, redis_server, "stats")
     assert code == 0, err

@@ -16,6 +16,7 @@ from gq.cli import (
     dashboard_cmd,
     demo,
     flow_cmd,
+    group_cmd,
     jobs_cmd,
     logs,
     metrics_cmd,
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_job_set(commands, conn, "scheduled", jobs_cmd.scheduled_list, jobs_cmd.scheduled_delete)
     _add_consumers(commands, conn)
     flow_cmd.add_parsers(commands, conn)
+    group_cmd.add_parser(commands, conn)
     periodic_cmd.add_parser(commands, conn)
     demo.add_parser(commands)
     dashboard_cmd.add_parser(commands)

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from gq.cli import EXIT_OK, facts_view, flow_cmd
+from gq.cli import EXIT_OK, facts_view, flow_cmd, group_cmd
 from gq.cli.formatting import age, json_safe, local_time, print_json_lines, relative, table
 from gq.queue import Queue
 
@@ -34,6 +34,7 @@ def _stats_text(report: dict[str, Any]) -> str:
         ("dead", str(report["dead"])),
         ("consumers", f"{report['consumers_alive']} alive, {report['consumers_dead']} dead"),
         *flow_cmd.stats_rows(report),
+        *group_cmd.stats_rows(report),
     ]
     return "\n".join(f"{name:<11}{value}" for name, value in rows)
 

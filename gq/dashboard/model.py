@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from gq import groups as group_view
 from gq import job as jobs
 from gq.describe import TaskView, describe
 from gq.queue import consumer_report, flow_report, snapshot
@@ -53,6 +54,12 @@ def flow(rq: QueueAdmin) -> dict[str, Any]:
     """Paused, the limits, the jobs held now and the seconds a RateLimited holds the queue
     back: the fields ``gq stats --json`` shows (gq.queue.flow_report)."""
     return flow_report(rq.flow())
+
+
+def groups(rq: QueueAdmin) -> dict[str, Any]:
+    """The busiest groups and every group's limits: what ``gq stats --json`` shows under
+    "groups" (gq.groups.report)."""
+    return group_view.report(rq)
 
 
 def consumers(rq: QueueAdmin, consumer_timeout: float) -> list[dict[str, Any]]:

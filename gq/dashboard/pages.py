@@ -63,6 +63,7 @@ def queue(d: Site, request: Request, name: str) -> Response:
         "queue.html",
         queue=model.summary(rq, d.consumer_timeout),
         flow=model.flow(rq),
+        groups=model.groups(rq),
         consumers=model.consumers(rq, d.consumer_timeout),
         chart=chart.throughput(model.history(rq, 60)),
         message=_message(request),

@@ -33,6 +33,8 @@ NAMES = (
     "periodic",
     "gauges",
     "cancel",
+    "push_group",
+    "group_limits",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)

@@ -1,4 +1,4 @@
--- include: time, chunk, oom, recovery, types, flow, ack
+-- include: time, chunk, oom, recovery, types, flow, ack, groups, group_take
 -- fetch: acknowledge the ids this consumer finished (the acks that ride on the fetch, as
 -- ack.lua does), then take up to n ids from the head of the active list into this
 -- consumer's in-flight set and return them with their messages, in queue order, within
@@ -12,6 +12,10 @@
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] in-flight set   KEYS[4] data hash
 -- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7] flow settings hash
 -- KEYS[8] held hash   KEYS[9] rate limit state   KEYS[10] cancelled sorted set
+-- KEYS[11..17] the group keys (lib/groups.lua): grouped jobs are taken from their groups'
+-- lines in turn, within each group's limits and within the queue-wide ones; while both
+-- ungrouped and grouped jobs wait, each gets half of a batch. With no grouped job waiting
+-- the cost is one EXISTS per fetch.
 -- ARGV[1] this consumer's in-flight set key   ARGV[2] n (0 to 1000)
 -- ARGV[3] "1" if this consumer runs nothing once the acks below are done (it may take a
 -- suspect), else "0"   ARGV[4..] ids to acknowledge first (at most 1000)
@@ -34,8 +38,9 @@ if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
 end
 pass_at_maxmemory('SREM', KEYS[3])  -- runs at maxmemory too (lib/oom.lua)
 -- gq's own keys, whose wrong type would only show after the jobs were taken.
+local G = group_keys(11)
 check_types({KEYS[4], 'hash', KEYS[6], 'hash', KEYS[7], 'hash', KEYS[8], 'hash',
-             KEYS[9], 'string', KEYS[10], 'zset'})
+             KEYS[9], 'string', KEYS[10], 'zset', unpack(group_types(G))})
 
 -- How many may be taken, or why none: (n, state, wait ms, now, rate, period).
 local function allowance(n)
@@ -67,7 +72,7 @@ end
 
 -- Up to n ids from the head of the active list, stopping before a suspect (or taking it
 -- alone): (ids, available, suspect state or nil).
-local function head(n)
+local function head(n, idle)
   local ids = redis.call('LRANGE', KEYS[2], 0, n - 1)
   local available = #ids
   if available == 0 or redis.call('EXISTS', KEYS[6]) == 0 then return ids, available end
@@ -75,22 +80,62 @@ local function head(n)
   for i = 1, available do
     if recoveries[i] and tonumber(recoveries[i]) >= SUSPECT then
       if i > 1 then return {unpack(ids, 1, i - 1)}, available end
-      if ARGV[3] == '1' then return {ids[1]}, available, 'suspect' end
+      if idle then return {ids[1]}, available, 'suspect' end
       return {}, available, 'isolate'
     end
   end
   return ids, available
 end
 
+-- Append (id, message) pairs to the reply.
+local function reply_jobs(reply, ids, messages)
+  local base = #reply
+  for i = 1, #ids do
+    reply[base + 2 * i - 1] = ids[i]
+    reply[base + 2 * i] = messages[i]
+  end
+end
+
+-- The ids of ARGV[first..] whose flag says they were acknowledged.
+local function owned_of(flags, first)
+  local owned = {}
+  for i = 1, #flags do
+    if flags[i] == 1 then owned[#owned + 1] = ARGV[first + i - 1] end
+  end
+  return owned
+end
+
+-- Whether the head of the active list is a suspect (it must be taken alone).
+local function suspect_next(active_key, recovered_key)
+  if redis.call('EXISTS', recovered_key) == 0 then return false end
+  local first = redis.call('LINDEX', active_key, 0)
+  local count = first and redis.call('HGET', recovered_key, first)
+  return count and tonumber(count) >= SUSPECT or false
+end
+
 local flags, acked = acknowledge(KEYS[3], KEYS[4], KEYS[6], KEYS[10], {unpack(ARGV, 4, #ARGV)})
 -- The limit below must see the room these acks freed.
-if acked > 0 then note_held(KEYS[8], KEYS[3]) end
+if acked > 0 then
+  note_held(KEYS[8], KEYS[3])
+  group_release(G, owned_of(flags, 4), KEYS[5])
+end
 local wanted = tonumber(ARGV[2])
 local n, state, wait, now, rate, period = allowance(wanted)
+local rate_cut = state == 'wait' and n >= 1
 local ids, available = {}, 0
-if n >= 1 then
+-- Grouped jobs first, half a batch while ungrouped ones wait too; none when an idle
+-- consumer may take a suspect, which must run alone.
+local gids, gmessages, gstate, gwait = {}, {}, 'empty', 0
+local grouped = n >= 1 and redis.call('EXISTS', G.lines) == 1
+if grouped and not (ARGV[3] == '1' and suspect_next(KEYS[2], KEYS[6])) then
+  local share = n
+  if redis.call('LLEN', KEYS[2]) > 0 then share = math.ceil(n / 2) end
+  gids, gmessages, gstate, gwait = group_take(G, share, KEYS[4], now or server_now() * 1000)
+end
+local asked = n - #gids
+if asked >= 1 then
   local suspect
-  ids, available, suspect = head(n)
+  ids, available, suspect = head(asked, ARGV[3] == '1' and #gids == 0)
   state = suspect or state
 end
 local reply = {state, math.min(wait, MAX_WAIT), #flags}
@@ -101,17 +146,31 @@ if #ids > 0 then
   local messages = hmget_chunked(KEYS[4], ids)
   call_chunked('SADD', KEYS[3], ids)
   redis.call('LTRIM', KEYS[2], #ids, -1)
-  local base = #reply
-  for i = 1, #ids do
-    reply[base + 2 * i - 1] = ids[i]
-    reply[base + 2 * i] = messages[i]
-  end
-  if rate then rate_charge(KEYS[9], rate, period, now, #ids) end
+  reply_jobs(reply, ids, messages)
 end
-if #ids > 0 then note_held(KEYS[8], KEYS[3]) end
-if state == 'wait' and n >= 1 then
+if #gids > 0 then
+  call_chunked('SADD', KEYS[3], gids)
+  reply_jobs(reply, gids, gmessages)
+end
+local took = #ids + #gids
+if took > 0 and rate then rate_charge(KEYS[9], rate, period, now, took) end
+if took > 0 then note_held(KEYS[8], KEYS[3]) end
+-- What the groups left: with the active list done, their word is the state of the fetch.
+local active_done = asked >= 1 and available < asked and #ids == available
+if grouped then active_done = redis.call('LLEN', KEYS[2]) == 0 end
+if grouped and state == 'ok' and took < n and active_done then
+  if gstate == 'wait' then
+    state, wait = 'wait', gwait
+  elseif gstate == 'full' then
+    state = 'full'
+  end
+  reply[1] = state
+end
+if rate_cut then
   -- The rate limit cut the batch: the next start is one interval after this batch.
   reply[2] = math.min(math.max(1, math.ceil(period / rate)), MAX_WAIT)
+elseif state == 'wait' and n >= 1 then
+  reply[2] = math.min(math.max(wait, 1), MAX_WAIT)
 elseif state == 'full' and n >= 1 and #ids == available then
   starve(KEYS[7], KEYS[5])  -- room is gone; a release raises the signal again
 elseif acked > 0 and state ~= 'full' and state ~= 'paused' then
@@ -119,5 +178,12 @@ elseif acked > 0 and state ~= 'full' and state ~= 'paused' then
 end
 -- Only a fetch that took all there was may clear the signal: a batch cut short before a
 -- suspect or by a limit leaves jobs behind.
-if n >= 1 and available < n and #ids == available then redis.call('DEL', KEYS[5]) end
+local groups_wait = grouped and (gstate == 'wait' or (gstate == 'ok' and took < n))
+if n >= 1 and active_done and not groups_wait and (not grouped or gstate ~= 'ok') then
+  redis.call('DEL', KEYS[5])
+elseif groups_wait and (state == 'ok' or (state == 'wait' and not rate_cut)) then
+  -- Groups in the ring may give more at once, and groups held back by their time will
+  -- in the ms replied: a poller waits for the signal after a short batch, so raise it.
+  raise_signal(KEYS[5])
+end
 return reply

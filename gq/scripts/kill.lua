@@ -1,14 +1,18 @@
--- include: time, dead, chunk, types, flow
+-- include: time, dead, chunk, types, flow, groups
 -- kill: if this consumer owns the job, move it to the dead set (scored now), store its
 -- updated message, then trim the dead set to its bounds. A cancel request for the job is
 -- dropped: it was for this life, which is over (a dead job is beyond cancel).
 -- KEYS[1] in-flight set   KEYS[2] dead sorted set   KEYS[3] data hash   KEYS[4] recovered hash
 -- KEYS[5] held hash   KEYS[6] flow settings hash   KEYS[7] active list   KEYS[8] signal list
 -- KEYS[9] cancelled sorted set
+-- KEYS[10..16] the group keys (a grouped job's release lowers its group's held count; from
+-- dead it is queued again without its group)
 -- ARGV[1] id   ARGV[2] updated message, or "" to keep the stored one (undecodable messages)
 -- ARGV[3] dead_max_jobs   ARGV[4] dead_max_age in seconds
 -- Returns 1 if killed, 0 if this consumer does not own the job (nothing changed).
-check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'hash'})
+local G = group_keys(10)
+check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'hash',
+             G.of, 'hash', G.state, 'hash'})
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 local now = server_now()
 redis.call('ZADD', KEYS[2], now, ARGV[1])
@@ -18,4 +22,5 @@ forget_cancels(KEYS[9], {ARGV[1]})
 trim_dead(KEYS[2], KEYS[3], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
 note_held(KEYS[5], KEYS[1])
 wake_after_release(KEYS[6], KEYS[7], KEYS[8])
+group_release(G, {ARGV[1]}, KEYS[8])
 return 1

@@ -1,4 +1,4 @@
--- include: time, chunk, dead, types, recovery, flow
+-- include: time, chunk, dead, types, recovery, flow, groups
 -- recover orphans (step 2): for each given consumer that is still expired, oldest first,
 -- move its in-flight ids back to the active list, at most max_jobs in all, counting each
 -- recovery in the recovered hash. A job recovered more than max_recoveries times in a row
@@ -12,7 +12,10 @@
 -- keeps capacity of a concurrency limit.
 -- KEYS[1] consumers   KEYS[2] active list   KEYS[3] data hash   KEYS[4] dead sorted set
 -- KEYS[5] signal list   KEYS[6] recovered hash   KEYS[7] held hash   KEYS[8] cancelled sorted set
--- KEYS[9] flow settings hash   KEYS[10..] in-flight sets of expired consumers
+-- KEYS[9] flow settings hash   KEYS[10..16] the group keys (a grouped job goes back to the
+-- front of its group's line, and its group's held count is lowered: lib/groups.lua; one
+-- that becomes a suspect goes to the active list instead, where a suspect runs alone)
+-- KEYS[17..] in-flight sets of expired consumers
 -- ARGV[1] timeout in seconds   ARGV[2] max_jobs   ARGV[3] max_recoveries
 -- ARGV[4] the calling consumer's own in-flight key (never recovered)
 -- ARGV[5] dead_max_jobs   ARGV[6] dead_max_age in seconds
@@ -24,10 +27,12 @@ local max_recoveries = tonumber(ARGV[3])
 
 check_types({KEYS[2], 'list', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[6], 'hash', KEYS[7], 'hash',
              KEYS[8], 'zset'})
+local G = group_keys(10)
+check_types(group_types(G))
 
 local moved, killed, released = 0, 0, false
 local cancels = redis.call('EXISTS', KEYS[8]) == 1
-for k = 10, #KEYS do
+for k = 17, #KEYS do
   if moved >= max_jobs then break end
   local key = KEYS[k]
   local score = redis.call('ZSCORE', KEYS[1], key)
@@ -38,6 +43,9 @@ for k = 10, #KEYS do
   elseif key ~= ARGV[4] and score and tonumber(score) <= cutoff then
     local wanted = max_jobs - moved
     local ids = redis.call('SPOP', key, wanted)
+    local groups = group_release(G, ids, KEYS[5])
+    local group_of = {}
+    for i = 1, #ids do group_of[ids[i]] = groups[i] end
     local queued = {}
     for _, id in ipairs(ids) do
       local message = redis.call('HGET', KEYS[3], id)
@@ -46,7 +54,11 @@ for k = 10, #KEYS do
         redis.call('HDEL', KEYS[6], id)
       elseif message then
         local before = tonumber(redis.call('HGET', KEYS[6], id)) or 0
-        if redis.call('HINCRBY', KEYS[6], id, 1) > max_recoveries and before >= SUSPECT then
+        local count = redis.call('HINCRBY', KEYS[6], id, 1)
+        -- A suspect is isolated only from the active list (fetch.lua): it goes there,
+        -- out of its group, to run alone; its group's capacity was given back above.
+        if count >= SUSPECT then group_of[id] = nil end
+        if count > max_recoveries and before >= SUSPECT then
           redis.call('ZADD', KEYS[4], now, id)
           redis.call('HSET', KEYS[3], id, with_error(message,
             'recovered ' .. max_recoveries .. ' times from crashed consumers; last from ' .. key))
@@ -57,7 +69,15 @@ for k = 10, #KEYS do
         end
       end
     end
-    call_chunked('RPUSH', KEYS[2], queued)
+    local grouped = {}
+    for i, id in ipairs(queued) do grouped[i] = group_of[id] or false end
+    local lines, order = by_group(queued, grouped)
+    for _, group in ipairs(order) do group_prepend(G, group, lines[group]) end
+    local plain = {}
+    for _, id in ipairs(queued) do
+      if not group_of[id] then plain[#plain + 1] = id end
+    end
+    call_chunked('RPUSH', KEYS[2], plain)
     if #queued > 0 then raise_signal(KEYS[5]) end
     moved = moved + #ids
     if #ids < wanted then redis.call('ZREM', KEYS[1], key) end

@@ -1,4 +1,4 @@
--- include: time, dead, types, chunk, flow
+-- include: time, dead, types, chunk, flow, groups
 -- tidy (custodian, every pass): trim the dead set by age and size even when nothing dies, and
 -- drop recovery counts whose job no longer exists (curlyq's ack does not know the recovered
 -- hash, so in a mixed fleet its entries would leak and a reused id would inherit an old
@@ -9,6 +9,10 @@
 -- KEYS[1] dead sorted set   KEYS[2] data hash   KEYS[3] recovered hash   KEYS[4] held hash
 -- KEYS[5] consumers sorted set   KEYS[6] cancelled sorted set   KEYS[7] flow settings hash
 -- KEYS[8] active list   KEYS[9] signal list
+-- KEYS[10..16] the group keys: a held grouped job whose message is gone (a curlyq consumer
+-- acknowledged it) is released, so its group's capacity comes back; a scheduled one's note
+-- is dropped. One page of each hash per call (HSCAN from 0, TIDY_GROUP_PAGE): both hold
+-- only jobs in flight or scheduled with a group.
 -- ARGV[1] dead_max_jobs   ARGV[2] dead_max_age in seconds
 -- ARGV[3] HSCAN cursor of the recovered hash ("0" starts a walk)   ARGV[4] HSCAN COUNT
 -- ARGV[5] how long a cancel request is kept, in seconds
@@ -28,6 +32,18 @@ for _, key in ipairs(held) do
 end
 if released then wake_after_release(KEYS[7], KEYS[8], KEYS[9]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[5]))
+local G = group_keys(10)
+check_types(group_types(G))
+local TIDY_GROUP_PAGE = 1000
+for _, hash in ipairs({G.of, G.later}) do
+  local entries = redis.call('HSCAN', hash, '0', 'COUNT', TIDY_GROUP_PAGE)[2]
+  local gone = {}
+  for i = 1, #entries, 2 do
+    if redis.call('HEXISTS', KEYS[2], entries[i]) == 0 then gone[#gone + 1] = entries[i] end
+  end
+  if hash == G.of then group_release(G, gone, KEYS[9])
+  elseif #gone > 0 then call_chunked('HDEL', G.later, gone) end
+end
 local trimmed = before - redis.call('ZCARD', KEYS[1])
 local page = redis.call('HSCAN', KEYS[3], ARGV[3], 'COUNT', tonumber(ARGV[4]))
 local entries = page[2]

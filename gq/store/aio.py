@@ -17,6 +17,7 @@ from gq.store.base import (
     unique_replies,
     wire,
 )
+from gq.store.groups import GroupEntry, push_group_calls
 from gq.store.keys import QueueKeys
 
 
@@ -30,7 +31,7 @@ class AsyncRedisQueue:
         self.keys = QueueKeys(name)
         self._scripts: dict[str, Any] = {
             name: client.register_script(scripts.source(name))
-            for name in ("push", "schedule", "push_unique")
+            for name in ("push", "schedule", "push_unique", "push_group")
         }
 
     async def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
@@ -55,6 +56,12 @@ class AsyncRedisQueue:
             replies = [await script(keys=keys, args=args)
                        for keys, args in unique_calls(self.keys, entries, mode)]  # fmt: skip
         return unique_replies(replies)
+
+    async def push_group(self, mode: str, entries: Sequence[GroupEntry]) -> list[bool]:
+        """``gq.store.groups.push_group``, awaited."""
+        keys, batches = push_group_calls(self.keys, mode, entries)
+        with full_queue_errors():
+            return flags(await self._run_batches("push_group", keys, batches))
 
     async def _run_batches(self, name: str, keys: list[str], batches: list[list[Any]]) -> list[Any]:
         """As ``RedisQueue._run_batches``: several calls go in one pipeline, except on a

@@ -23,6 +23,7 @@ from gq.store.base import (
     push_batches,
     schedule_batches,
 )
+from gq.store.groupkeys import group_keys, message_group
 from gq.store.keys import QUEUE_REGISTRY
 from gq.store.signals import signalled as signalled  # (re-exported: callers of old)
 from gq.store.signals import wait_for_any_signal as wait_for_any_signal
@@ -112,7 +113,7 @@ class RedisQueue(ScriptedQueue):
         reply = self._run(
             "fetch",
             [k.consumers, k.active, inflight, k.data, k.signal, k.recovered, k.flow, k.held,
-             k.rate, k.cancelled],
+             k.rate, k.cancelled, *group_keys(k.name)],
             [inflight, min(count, MAX_BATCH), "1" if idle else "0", *acks[:MAX_BATCH]],
         )  # fmt: skip
         first = 3 + int(reply[2])
@@ -126,22 +127,23 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.data, k.recovered, k.held, k.flow, k.active, k.signal,
-            k.cancelled,
+            k.cancelled, *group_keys(k.name),
         ]  # fmt: skip
         replies = self._run_batches("ack", keys, [list(chunk) for chunk in chunks(ids)])
         return [bool(flag) for reply in replies for flag in reply]
 
-    def retry(
-        self, consumer_id: str, job_id: str, message: bytes, delay: float, *, hold: float = 0
-    ) -> bool:
+    def retry(self, consumer_id: str, job_id: str, message: bytes, delay: float, *,
+              hold: float = 0, group_hold: bool = False) -> bool:  # fmt: skip
         """Schedule an owned job again ``delay`` seconds from now with ``message``; with
-        ``hold``, the whole queue also fetches nothing for that many seconds (RateLimited)."""
+        ``hold``, the whole queue also fetches nothing for that many seconds (RateLimited),
+        or only the job's group with ``group_hold`` (an ungrouped job holds the queue)."""
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.scheduled, k.data, k.recovered, k.held, k.flow, k.active,
-            k.signal, k.cancelled,
+            k.signal, k.cancelled, *group_keys(k.name),
         ]  # fmt: skip
-        args = [job_id, message, repr(float(delay)), repr(float(hold))]
+        args = [job_id, message, repr(float(delay)), repr(float(hold)),
+                "group" if group_hold else "", message_group(message)]  # fmt: skip
         return bool(self._run("retry", keys, args))
 
     def kill(
@@ -157,20 +159,22 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.dead, k.data, k.recovered, k.held, k.flow, k.active,
-            k.signal, k.cancelled,
+            k.signal, k.cancelled, *group_keys(k.name),
         ]  # fmt: skip
         args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
         return bool(self._run("kill", keys, args))
 
     def requeue(self, consumer_id: str, ids: Sequence[str]) -> int:
         """Put owned, never-started jobs back at the head of the queue, in order."""
-        keys = [self.keys.inflight(consumer_id), self.keys.active, self.keys.signal, self.keys.held]
+        keys = [self.keys.inflight(consumer_id), self.keys.active, self.keys.signal,
+                self.keys.held, *group_keys(self.keys.name)]  # fmt: skip
         # Later batches go back first so that the whole sequence keeps its order.
         batches = [list(chunk) for chunk in reversed(chunks(ids))]
         return sum(int(n) for n in self._run_batches("requeue", keys, batches)) if ids else 0
 
     def enqueue_due(self, limit: int) -> int:
-        keys = [self.keys.scheduled, self.keys.active, self.keys.signal, self.keys.flow]
+        keys = [self.keys.scheduled, self.keys.active, self.keys.signal, self.keys.flow,
+                *group_keys(self.keys.name)]  # fmt: skip
         return int(self._run("enqueue_due", keys, [limit]))
 
     def expired_consumers(self, timeout: float, limit: int) -> list[str]:
@@ -195,7 +199,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.consumers, k.active, k.data, k.dead, k.signal, k.recovered, k.held, k.cancelled,
-            k.flow, *inflight_keys,
+            k.flow, *group_keys(k.name), *inflight_keys,
         ]  # fmt: skip
         args = [
             repr(float(timeout)),
@@ -218,7 +222,8 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         reply = self._run(
             "tidy",
-            [k.dead, k.data, k.recovered, k.held, k.consumers, k.cancelled, *k.wake_keys],
+            [k.dead, k.data, k.recovered, k.held, k.consumers, k.cancelled, *k.wake_keys,
+             *group_keys(k.name)],
             [dead_max_jobs, repr(float(dead_max_age)), cursor, count, CANCEL_KEEP],
         )
         return as_text(reply[0]), int(reply[1]), int(reply[2])

@@ -74,13 +74,15 @@ class Outcomes:
 
     def _rate_limited(self, job: Job, exc: RateLimited) -> None:
         """The service said "slow down": the job goes back ``after`` seconds from now with
-        no attempt charged, and the whole queue fetches nothing for as long."""
+        no attempt charged, and the whole queue (or, with ``group=True``, the job's group)
+        fetches nothing for as long."""
         queue = self._queues[job.queue]
         after = exc.after
         message = jobs.encode(job, ready_at=time.time() + after)
-        log.warning("%s: job %s rate limited: queue %s held back for %.1f s", self._context,
-                    job.id, job.queue, after)  # fmt: skip
-        write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after)  # noqa: E731
+        log.warning("%s: job %s rate limited: %s %s held back for %.1f s", self._context, job.id,
+                    "its group in" if exc.group else "queue", job.queue, after)  # fmt: skip
+        write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after,  # noqa: E731
+                                    group_hold=exc.group)  # fmt: skip
         if self._settle(job, "reschedule", RetryJobError, write):
             self._recorders[job.queue].failed("rate_limited")
 
