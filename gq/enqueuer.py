@@ -20,6 +20,7 @@ from gq.results import Result
 from gq.taskopts import lock_name, wire
 
 if TYPE_CHECKING:
+    from gq.hooks import EnqueueRun
     from gq.store.aio import AsyncRedisQueue
     from gq.store.tasks import TaskQueue
     from gq.task import Call
@@ -33,7 +34,13 @@ class Batch:
 
     __slots__ = ("call", "jobs", "locks", "mode", "at")
 
-    def __init__(self, call: Call[Any, Any], calls: Calls, now: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        call: Call[Any, Any],
+        calls: Calls,
+        now: Callable[[], float],
+        hooks: EnqueueRun | None = None,
+    ) -> None:
         self.call = call
         self.mode, self.at = _timing(call)
         self.jobs: list[Job] = []
@@ -51,8 +58,10 @@ class Batch:
                 raise TypeError(f"task {name}: the arguments do not bind: {why}")
             lock = lock_name(name, options, args, kwargs) if varying else None
             opts = fixed if fixed is not None else wire(options, now, lock)
-            data = envelope.encode(name, args, kwargs, opts, headers)
-            self.jobs.append(Job(call.id or str(_uuid4()), data))
+            job_id = call.id or str(_uuid4())
+            stamped = headers if hooks is None else hooks.stamp(job_id, args, kwargs, headers)
+            data = envelope.encode(name, args, kwargs, opts, stamped)
+            self.jobs.append(Job(job_id, data))
             self.locks.append(lock)
 
     def messages(self, core: ProducerCore) -> list[bytes]:

@@ -31,6 +31,7 @@ from gq.errors import (
     RetryJobError,
 )
 from gq.job import Job
+from gq.joblog import fields_of
 from gq.options import ConsumerOptions
 from gq.store.jobs import RedisQueue
 from gq.worker import asyncio_loop, watchdog
@@ -339,7 +340,8 @@ class Processor(PlannedRuns):
     def _ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         """A handler raised: cancelled, rate limited, killed, or failed."""
         if isinstance(exc, JobCancelled) and _names(exc, job):
-            log.info("%s: job %s cancelled while running", self._context, job.id)
+            log.info("%s: job %s cancelled while running", self._context, job.id,
+                     extra=fields_of(job))
             self._cancelled(job)
         elif isinstance(exc, RateLimited):
             self._rate_limited(job, exc)
@@ -354,7 +356,8 @@ class Processor(PlannedRuns):
         JobCancelled, once. Returns how many were found."""
         dropped = self.drop_buffered(lambda job: job.queue != queue or job.id not in ids)
         for job in dropped:
-            log.info("%s: job %s cancelled before it started", self._context, job.id)
+            log.info("%s: job %s cancelled before it started", self._context, job.id,
+                     extra=fields_of(job))
             self._cancelled(job)
         running = [
             (worker, slot.job)
@@ -389,7 +392,7 @@ class Processor(PlannedRuns):
         after = exc.after
         message = jobs.encode(job, ready_at=time.time() + after)
         log.warning("%s: job %s rate limited: queue %s held back for %.1f s", self._context,
-                    job.id, job.queue, after)  # fmt: skip
+                    job.id, job.queue, after, extra=fields_of(job))  # fmt: skip
         write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after)  # noqa: E731
         if self._settle(job, "reschedule", RetryJobError, write):
             self.stats.rate_limited += 1
@@ -426,7 +429,8 @@ class Processor(PlannedRuns):
         if delay is not None:
             message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
             log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
-                        job.id, job.attempt, delay, reason, exc_info=exc)  # fmt: skip
+                        job.id, job.attempt, delay, reason, exc_info=exc,
+                        extra=fields_of(job))  # fmt: skip
             retry = lambda: queue.retry(self._consumer_id, job.id, message, delay)  # noqa: E731
             if self._settle(updated, "retry", RetryJobError, retry):
                 self.stats.retried += 1
@@ -435,7 +439,7 @@ class Processor(PlannedRuns):
         message = jobs.encode(updated, error=reason)
         why = "killed (gq.Kill)" if isinstance(exc, Kill) else "no attempts left, killed"
         log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
-                  job.attempt, why, reason, exc_info=exc)  # fmt: skip
+                  job.attempt, why, reason, exc_info=exc, extra=fields_of(job))  # fmt: skip
         if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
             self.stats.killed += 1
             self.recorders[job.queue].failed("killed")
@@ -446,12 +450,13 @@ class Processor(PlannedRuns):
         a message has nothing to keep and is dropped. ``job`` carries the id and queue."""
         queue = self._queues[job.queue]
         if message is None:
-            log.error("%s: dropped job %s: %s", self._context, job.id, reason)
+            log.error("%s: dropped job %s: %s", self._context, job.id, reason,
+                      extra=fields_of(job))
             self._settle(job, "drop", AckJobError,
                          lambda: queue.ack(self._consumer_id, [job.id])[0])  # fmt: skip
         else:
             log.error("%s: moved job %s to dead: cannot decode: %s", self._context, job.id,
-                      reason)  # fmt: skip
+                      reason, extra=fields_of(job))  # fmt: skip
             self._settle(job, "kill", KillJobError, lambda: self._kill(queue, job.id, None))
 
     def _settle(
