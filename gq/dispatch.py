@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from gq import envelope
 from gq.errors import EnvelopeError, Kill, UnknownTaskError
-from gq.job import Job
 from gq.hooks import Attempt
+from gq.job import Job
 from gq.joblog import CURRENT as _CURRENT
 from gq.joblog import fields
 from gq.worker.call import Plan

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import gevent
 
@@ -62,7 +62,8 @@ class Attempt:
 
     def __init__(self, job: Any, env: Any) -> None:
         self.id, self.queue, self.attempt = job.id, job.queue, job.attempt
-        self.task, self.args, self.kwargs, self.headers = env.task, env.args, env.kwargs, env.headers
+        self.task, self.args, self.kwargs = env.task, env.args, env.kwargs
+        self.headers = env.headers
         self.outcome: str = "running"
         self.error: BaseException | None = None
         self.result: object = None
@@ -83,7 +84,7 @@ _OUTCOMES: tuple[tuple[type[BaseException], str], ...] = (
 
 
 def outcome_of(error: BaseException | None) -> str:
-    """"done" (no error), "retry" (``gq.Retry``), "kill" (``gq.Kill``),
+    """ "done" (no error), "retry" (``gq.Retry``), "kill" (``gq.Kill``),
     "rate_limited", "cancelled", "interrupted" (the worker stopped) or "failed" (any
     other exception, ``JobTimeout`` included)."""
     if error is None:
@@ -181,7 +182,7 @@ class EnqueueRun:
         close(self.opened, error)
 
 
-def _called(hook: Hook, event: Any) -> Optional[Any]:
+def _called(hook: Hook, event: Any) -> Any | None:
     """``hook(event)``, entered if it returned a context manager; None if it failed."""
     try:
         returned = hook(event)
@@ -197,8 +198,9 @@ def _called(hook: Hook, event: Any) -> Optional[Any]:
 def close(opened: list[Any], error: BaseException | None) -> None:
     """Exit the context managers ``opened``, innermost first, with ``error``. What they
     return is ignored: a hook cannot swallow the failure of a job."""
+    kind, tb = (type(error), error.__traceback__) if error is not None else (None, None)
     for cm in reversed(opened):
         try:
-            cm.__exit__(type(error) if error else None, error, error.__traceback__ if error else None)
+            cm.__exit__(kind, error, tb)
         except Exception:  # noqa: BLE001 - as in _called
             log.exception("gq hook %r failed on exit", cm)

@@ -134,7 +134,8 @@ def test_enqueue_many_publishes_sibling_spans_and_a_retry_is_not_an_error(
                             if s.kind == SpanKind.CONSUMER]) == 4)  # fmt: skip
     spans = memory.get_finished_spans()
     publishes = [s for s in spans if s.kind == SpanKind.PRODUCER]
-    assert [s.parent.span_id for s in publishes if s.parent] == [batch.get_span_context().span_id] * 2
+    parents = [s.parent.span_id for s in publishes if s.parent]
+    assert parents == [batch.get_span_context().span_id] * 2
     assert all("traceparent" in headers for headers in seen)
     runs = [s for s in spans if s.kind == SpanKind.CONSUMER]
     assert {s.parent.span_id for s in runs if s.parent} == {p.context.span_id for p in publishes}
