@@ -8,7 +8,10 @@ side in one run, a noop task drained by one worker process (C=100, default setti
 - around hook: one noop ``before_job`` context manager.
 
 Runs alternate (base, none, after, around, base, ...) so that drift hits all; medians
-of --repeat runs.
+of --repeat runs. Then the same variants in-process with no Redis
+(workers/hooks_micro.py: ``plan(job).run()`` per job, best of 5 rounds, 5 processes
+each, interleaved), the figure a
+loaded machine disturbs least.
 
 usage: hooks.py [--quick] [--repeat K] [--base REV]
 """
@@ -72,6 +75,13 @@ def drain(url: str, n: int, variant: str, base: Path) -> dict:
         delete_queue(url, queue)
 
 
+def micro(variant: str, base: Path) -> float:
+    env = {"PYTHONPATH": str(base)} if variant == "base" else {}
+    kind = "none" if variant == "base" else variant
+    result = run_json([PYTHON, str(WORKERS / "hooks_micro.py"), kind], 300, env)
+    return float(result["us_per_job"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -91,10 +101,15 @@ def main() -> None:
                 runs[variant].append(strip(drain(url, n, variant, Path(tmp))))
             print({k: [round(r["rate"]) for r in v] for k, v in runs.items()},
                   file=sys.stderr, flush=True)  # fmt: skip
+        micros: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        for _ in range(5):  # interleaved, as the drains
+            for variant in VARIANTS:
+                micros[variant].append(micro(variant, Path(tmp)))
     rate = {k: statistics.median(r["rate"] for r in v) for k, v in runs.items()}
     cpu = {k: statistics.median(r["cpu_us_per_job"] for r in v) for k, v in runs.items()}
+    us = {k: min(v) for k, v in micros.items()}
     rows = [[f"{name} (jobs/s)", rate[v], f"{rate[v] / rate['base']:.3f}", cpu[v],
-             f"{cpu[v] / cpu['base']:.3f}"]
+             f"{cpu[v] / cpu['base']:.3f}", f"{us[v]:.2f}", f"{us[v] / us['base']:.3f}"]
             for name, v in (("base commit", "base"), ("no hooks", "none"),
                             ("one after_job hook", "after"),
                             ("one before_job context manager", "around"))]  # fmt: skip
@@ -102,9 +117,10 @@ def main() -> None:
         "workload": "noop task drain, C=100: base commit vs no hooks vs one noop hook",
         "machine": info, "command": command(), "repeat": repeat, "n": n, "base": commit,
         "versions": versions(["gq", "redis", "hiredis", "gevent", "greenlet", "msgpack"]),
-        "runs": runs,
+        "runs": runs, "dispatch_us_per_job": micros,
     })  # fmt: skip
-    print(markdown_table(["variant", "rate", "÷ base", "CPU µs/job", "÷ base"], rows))
+    print(markdown_table(["variant", "drain rate", "÷ base", "CPU µs/job", "÷ base",
+                          "dispatch µs/job", "÷ base"], rows))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -95,6 +95,9 @@ def outcome_of(error: BaseException | None) -> str:
     return "failed"
 
 
+_NOTHING: list[Any] = []  # (never appended to: the context managers of no hooks)
+
+
 class Hooks:
     """An app's hooks, in registration order."""
 
@@ -140,6 +143,8 @@ class Hooks:
         return result
 
     def _before(self, attempt: Attempt) -> list[Any]:
+        if not self.before:
+            return _NOTHING
         return [cm for cm in (_called(hook, attempt) for hook in self.before) if cm is not None]
 
     def _after(
@@ -152,7 +157,8 @@ class Hooks:
     ) -> None:
         attempt.duration = time.monotonic() - started
         attempt.outcome, attempt.error, attempt.result = outcome_of(error), error, result
-        close(opened, error)
+        if opened:
+            close(opened, error)
         for hook in self.after:
             _called(hook, attempt)
 
