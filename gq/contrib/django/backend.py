@@ -81,7 +81,7 @@ class GQBackend(BaseTaskBackend):  # type: ignore[misc]  # (as above)
     def get_result(self, result_id: str) -> TaskResult:
         """The ``TaskResult`` of a job, from gq's results (``TaskResultDoesNotExist``
         when gq knows nothing of it)."""
-        return results.read(self, result_id)
+        return results.read(self.app, self.alias, result_id)
 
 
 def app_for(alias: str, options: dict[str, Any], queues: list[str]) -> gq.App:

@@ -9,7 +9,7 @@ says so. ``to_task_result`` is the one place the two models meet.
 from __future__ import annotations
 
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.base import TaskError
@@ -17,9 +17,6 @@ from django.tasks.exceptions import TaskResultDoesNotExist
 from django.utils.module_loading import import_string
 
 import gq
-
-if TYPE_CHECKING:
-    from gq.contrib.django.backend import GQBackend
 
 #: gq's statuses (SPEC 16) as Django's; "missing" is TaskResultDoesNotExist.
 STATUSES = {
@@ -36,12 +33,12 @@ def available(app: gq.App) -> bool:
     return callable(getattr(app, "result", None))
 
 
-def read(backend: GQBackend, result_id: str) -> TaskResult:
-    """The TaskResult of job ``result_id`` (``TaskResultDoesNotExist`` if gq knows
-    nothing of it)."""
-    if not available(backend.app):
+def read(app: gq.App, alias: str, result_id: str) -> TaskResult:
+    """The TaskResult of job ``result_id`` for the backend ``alias`` of ``app``
+    (``TaskResultDoesNotExist`` if gq knows nothing of it)."""
+    if not available(app):
         raise NotImplementedError("this gq keeps no results yet (SPEC section 16)")
-    result: Any = backend.app.result(result_id)  # type: ignore[attr-defined]
+    result: Any = app.result(result_id)  # type: ignore[attr-defined]
     status = result.status()
     if status == "missing":
         raise TaskResultDoesNotExist(result_id)
@@ -53,18 +50,18 @@ def read(backend: GQBackend, result_id: str) -> TaskResult:
             result.get(timeout=0)
         except Exception as exc:  # noqa: BLE001 - gq.TaskFailed, whatever its module
             error = exc
-    return to_task_result(backend, result_id, result.task, status, value, error)
+    return to_task_result(alias, result_id, result.task, status, value, error)
 
 
 def to_task_result(
-    backend: GQBackend, id: str, task_name: str, status: str, value: Any, error: Any
+    alias: str, id: str, task_name: str, status: str, value: Any, error: Any
 ) -> TaskResult:
     """A TaskResult from what gq knows of a job: its task's module path, its status
     (SPEC 16's words), its return value, and the error of a job that ended in dead."""
     task = import_string(task_name)  # the Django task at that path (a GQTask)
     result = TaskResult(
         task=task, id=id, status=STATUSES[status], enqueued_at=None, started_at=None,
-        finished_at=None, last_attempted_at=None, args=[], kwargs={}, backend=backend.alias,
+        finished_at=None, last_attempted_at=None, args=[], kwargs={}, backend=alias,
         errors=[] if error is None else [failed_error(error)], worker_ids=[],
     )  # fmt: skip
     if status == "done":
