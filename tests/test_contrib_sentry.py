@@ -167,6 +167,7 @@ def test_the_trace_of_the_enqueue_continues_in_the_worker(
 def test_the_workers_failure_log_line_is_not_a_second_event(
     backend: Backend, run_app: Any, sentry: Any
 ) -> None:
+    # No Dedupe integration (default_integrations=False): the repeat is gq's to drop.
     kept = sentry(integrations=[LoggingIntegration(event_level=logging.ERROR)])
     app = gq.contrib.sentry.instrument(make_app(backend))
 
@@ -175,11 +176,35 @@ def test_the_workers_failure_log_line_is_not_a_second_event(
         logging.getLogger("tests.sentry").error("the task's own error line")
         raise ValueError("bad")
 
-    result = once.enqueue()
+    @app.task(name="async_once", retries=0)
+    async def async_once() -> None:  # run on the asyncio loop, logged by the greenlet
+        raise KeyError("bad")
+
+    results = [once.enqueue(), async_once.enqueue()]
     run_app(app)
-    wait_until(lambda: result.id in dead(backend))
-    wait_until(lambda: len(kept.events()) == 2)
-    stays_true(lambda: len(kept.events()) == 2, 0.3)
-    kinds = sorted("exception" if "exception" in e else e["logentry"]["message"]
-                   for e in kept.events())  # fmt: skip
-    assert kinds == ["exception", "the task's own error line"]
+    wait_until(lambda: all(r.id in dead(backend) for r in results))
+    wait_until(lambda: len(kept.events()) == 3)
+    stays_true(lambda: len(kept.events()) == 3, 0.3)
+    kinds = sorted(e["exception"]["values"][-1]["type"] if "exception" in e
+                   else e["logentry"]["message"] for e in kept.events())  # fmt: skip
+    assert kinds == ["KeyError", "ValueError", "the task's own error line"]
+    assert all(e["exception"]["values"][-1]["mechanism"]["type"] == "gq"
+               for e in kept.events() if "exception" in e)  # fmt: skip
+
+
+def test_what_gq_only_logs_still_reaches_sentry_through_the_logs(
+    backend: Backend, run_app: Any, sentry: Any
+) -> None:
+    kept = sentry(integrations=[LoggingIntegration(event_level=logging.ERROR)])
+    app = gq.contrib.sentry.instrument(make_app(backend))
+
+    @app.raw(queue=backend.queue)
+    def legacy(job: gq.Job) -> None:  # a byte handler: no task, no hooks
+        raise ValueError("legacy failure")
+
+    gq.Producer(backend.queue, client=backend.client()).perform(b"payload")
+    run_app(app, job_max_attempts=0)
+    wait_until(lambda: len(kept.events()) == 1)
+    event = kept.events()[0]
+    assert event["logger"] == "gq.processor"
+    assert event["exception"]["values"][-1]["value"] == "legacy failure"

@@ -13,7 +13,8 @@ is on (or the SDK's ``data_collection`` says ``queues``), then through the clien
 own ``event_scrubber`` (its denylist: ``password``, ``token``, ``api_key``...). The
 outcomes the user asked for are not errors and are not reported: ``gq.Retry``,
 ``gq.Kill``, ``gq.RateLimited``, a cancel, a worker's stop; nor the exception types in
-``ignore``. The trace of the enqueueing code continues in the worker (``sentry-trace``
+``ignore``. The worker's own log line about a reported failure is not a second event
+(the SDK's logging integration still reports what gq only logs). The trace of the enqueueing code continues in the worker (``sentry-trace``
 and ``baggage`` in the envelope's headers), as in the SDK's own queue integrations. The local
 variables of gq's own frames are left out of a report (they hold the arguments).
 Everything is read from the client at each job: ``instrument`` before or after
@@ -22,14 +23,14 @@ Everything is read from the client at each job: ``instrument`` before or after
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import sentry_sdk
-from sentry_sdk.integrations.logging import ignore_logger
-from sentry_sdk.scope import should_send_default_pii
+from sentry_sdk.scope import add_global_event_processor, should_send_default_pii
 from sentry_sdk.utils import event_from_exception
 
 from gq.app import App
@@ -42,12 +43,21 @@ FILTERED = "[Filtered]"
 TRACE_HEADERS = ("sentry-trace", "baggage")
 
 
+#: Set on an exception once reported, so that the worker's log line about the same
+#: failure does not become a second event through the SDK's logging integration.
+_REPORTED = "__gq_sentry_reported__"
+_processor_added = False
+
+
 def instrument(app: App, *, ignore: tuple[type[BaseException], ...] = ()) -> App:
     """Report the failed attempts of ``app``'s jobs to Sentry, and carry the trace
     across the enqueue; ``ignore``: exception types never reported."""
-    # The worker logs each failure with its traceback: reported here, once, not again
-    # by the SDK's logging integration.
-    ignore_logger("gq.processor")
+    global _processor_added
+    if not _processor_added:
+        # Not ignore_logger("gq.processor"): what gq only logs (a byte handler's failure,
+        # an unknown task, a fatal error) must still reach Sentry through the logs.
+        add_global_event_processor(_drop_repeat)
+        _processor_added = True
     app.on_enqueue(_propagate)
     app.before_job(lambda attempt: _job_scope(attempt, ignore))
     return app
@@ -100,11 +110,24 @@ def _transaction(attempt: Attempt) -> Any:
 
 
 def _capture(exc: BaseException) -> None:
+    with contextlib.suppress(AttributeError, TypeError):  # (an exception without a __dict__)
+        setattr(exc, _REPORTED, True)
     client = sentry_sdk.get_client()
     event, hint = event_from_exception(
         exc, client_options=client.options, mechanism={"type": "gq", "handled": False}
     )
     sentry_sdk.capture_event(event, hint=hint)
+
+
+def _drop_repeat(event: Any, hint: Any) -> Any:
+    """None for a second event about an exception this integration reported (the
+    worker's error line about it, through the logging integration)."""
+    exc_info = (hint or {}).get("exc_info")
+    error = exc_info[1] if exc_info else None
+    if error is None or not getattr(error, _REPORTED, False):
+        return event
+    values = (event.get("exception") or {}).get("values") or [{}]
+    return event if (values[-1].get("mechanism") or {}).get("type") == "gq" else None
 
 
 def _describe(event: Any, attempt: Attempt) -> Any:
