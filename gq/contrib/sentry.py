@@ -14,19 +14,19 @@ own ``event_scrubber`` (its denylist: ``password``, ``token``, ``api_key``...). 
 outcomes the user asked for are not errors and are not reported: ``gq.Retry``,
 ``gq.Kill``, ``gq.RateLimited``, a cancel, a worker's stop; nor the exception types in
 ``ignore``. The worker's own log line about a reported failure is not a second event
-(the SDK's logging integration still reports what gq only logs). The trace of the enqueueing code continues in the worker (``sentry-trace``
-and ``baggage`` in the envelope's headers), as in the SDK's own queue integrations. The local
-variables of gq's own frames are left out of a report (they hold the arguments).
+(the SDK's logging integration still reports what gq only logs). The trace of the
+enqueueing code continues in the worker (``sentry-trace`` and ``baggage`` in the
+envelope's headers), as in the SDK's own queue integrations. The local variables of
+gq's own frames are left out of a report (they hold the arguments).
 Everything is read from the client at each job: ``instrument`` before or after
 ``sentry_sdk.init`` both work, and with no client nothing is done.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import sentry_sdk
@@ -110,7 +110,7 @@ def _transaction(attempt: Attempt) -> Any:
 
 
 def _capture(exc: BaseException) -> None:
-    with contextlib.suppress(AttributeError, TypeError):  # (an exception without a __dict__)
+    with suppress(AttributeError, TypeError):  # (an exception without a __dict__)
         setattr(exc, _REPORTED, True)
     client = sentry_sdk.get_client()
     event, hint = event_from_exception(
