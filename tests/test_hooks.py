@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,8 @@ import pytest
 import gq
 from gq.hooks import Attempt, Enqueueing
 from gq.joblog import JobFields
-from tests.helpers import Backend, wait_until
+from tests.cli_support import WORKER, env_for, log_lines, run
+from tests.helpers import Backend, RedisServer, delete_keys, wait_until
 from tests.task_support import dead, make_app, run_app, stored
 
 __all__ = ["run_app"]  # the fixture
@@ -233,3 +235,23 @@ def test_the_commands_formats_show_the_job_of_a_line() -> None:
     assert TextFormatter([]).format(record).endswith("failed job=j-1 task=deliver queue=hooks")
     entry = json.loads(JsonFormatter([]).format(record))
     assert (entry["job_id"], entry["task"], entry["queue"]) == ("j-1", "deliver", "hooks")
+
+
+@pytest.mark.real_redis
+def test_gq_worker_json_lines_name_the_job(redis_server: RedisServer) -> None:
+    queue = f"hooks_cli_{uuid.uuid4().hex[:8]}"
+    app = gq.App(url=redis_server.url, queue=queue)
+    failing = app.task(name="fails", retries=0)(lambda: None)  # tests/task_app.py's task
+    try:
+        result = failing.enqueue()
+        shown = run(WORKER, "tests.task_app:app", "--burst", "--log-format", "json",
+                    env=env_for(redis_server.url, None, GQ_TEST_TASK_QUEUE=queue))  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        entries = [json.loads(line) for line in log_lines(shown.stderr) if line.startswith("{")]
+        failed = [e for e in entries if e["logger"] == "gq.processor"]
+        assert len(failed) == 1, entries
+        line = failed[0]
+        assert (line["job_id"], line["task"], line["queue"]) == (result.id, "fails", queue)
+        assert all("job_id" not in e for e in entries if e is not failed[0])  # the others: none
+    finally:
+        delete_keys(redis_server.client(), f"{queue}*")
