@@ -9,7 +9,7 @@ side in one run, a noop task drained by one worker process (C=100, default setti
 
 Runs alternate (base, none, after, around, base, ...) so that drift hits all; medians
 of --repeat runs. Then the same variants in-process with no Redis
-(workers/hooks_micro.py: ``plan(job).run()`` per job, best of 5 rounds, 5 processes
+(workers/hooks_micro.py: ``plan(job).run()`` per job, best of 5 rounds, 8 processes
 each, interleaved), the figure a
 loaded machine disturbs least.
 
@@ -102,7 +102,7 @@ def main() -> None:
             print({k: [round(r["rate"]) for r in v] for k, v in runs.items()},
                   file=sys.stderr, flush=True)  # fmt: skip
         micros: dict[str, list[float]] = {v: [] for v in VARIANTS}
-        for _ in range(5):  # interleaved, as the drains
+        for _ in range(8):  # interleaved, as the drains; the least of each, the figure
             for variant in VARIANTS:
                 micros[variant].append(micro(variant, Path(tmp)))
     rate = {k: statistics.median(r["rate"] for r in v) for k, v in runs.items()}
