@@ -45,11 +45,12 @@ class ManageWorker:
 
     def __init__(self, tmp_path: Path, *flags: str) -> None:
         self.path = tmp_path / f"gq_worker-{time.monotonic_ns()}.log"
+        env = dict(os.environ, PYTHONPATH=str(PROJECT.parent.parent),
+                   GQ_DJANGO_DB=str(tmp_path / "db.sqlite3"))  # fmt: skip
         with open(self.path, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "manage.py", "gq_worker", *flags], cwd=PROJECT,
-                env=dict(os.environ, PYTHONPATH=str(PROJECT.parent.parent)), stdout=out,
-                stderr=subprocess.STDOUT,
+                [sys.executable, "manage.py", "gq_worker", *flags], cwd=PROJECT, env=env,
+                stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
 
     @property
@@ -112,6 +113,16 @@ def test_burst_drains_and_exits(client: redis.Redis, manage: Any) -> None:
     worker = manage("--burst")
     assert worker.proc.wait(timeout=60) == 0, worker.output
     assert sorted(ran(client)) == ["add 1 1", "send_receipt bo 0"]
+
+
+def test_a_runs_database_connection_is_closed_after_it(client: redis.Redis, manage: Any) -> None:
+    from shop import tasks
+
+    for n in range(3):
+        tasks.uses_the_database.enqueue(n)
+    worker = manage("--burst", "--concurrency", "1")  # one greenlet: one connection to reuse
+    assert worker.proc.wait(timeout=60) == 0, worker.output
+    assert ran(client) == [f"db {n} fresh True" for n in range(3)]
 
 
 def test_run_after_schedules_the_job_on_gq(client: redis.Redis) -> None:

@@ -20,6 +20,7 @@ import functools
 import inspect
 from typing import Any, Callable
 
+from django.db import close_old_connections
 from django.tasks import TaskContext, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import Task
@@ -139,8 +140,9 @@ def signed(fn: Callable[..., Any], task: Task) -> Callable[..., Any]:
 
 
 class signalled:  # noqa: N801 - used as a context manager, like contextlib's
-    """Django's ``task_started``/``task_finished`` around a run; the ``TaskContext``
-    to pass first (an empty tuple for a task that takes none)."""
+    """Django's ``task_started``/``task_finished`` around a run, and its stale database
+    connections closed; the ``TaskContext`` to pass first (an empty tuple for a task that
+    takes none)."""
 
     def __init__(self, task: Task, args: Any, kwargs: Any) -> None:
         job = gq.current_job()
@@ -152,6 +154,9 @@ class signalled:  # noqa: N801 - used as a context manager, like contextlib's
         self.context = (TaskContext(task_result=self.result),) if task.takes_context else ()
 
     def __enter__(self) -> tuple[Any, ...]:
+        # As around a request (and Celery's Django fixup around a task): a connection
+        # past CONN_MAX_AGE or broken is closed, not reused by the next run of this greenlet.
+        close_old_connections()
         now = timezone.now()
         object.__setattr__(self.result, "started_at", now)
         object.__setattr__(self.result, "last_attempted_at", now)
@@ -166,3 +171,4 @@ class signalled:  # noqa: N801 - used as a context manager, like contextlib's
         if failed:
             self.result.errors.append(results.task_error(error))
         task_finished.send(GQBackend, task_result=self.result)
+        close_old_connections()

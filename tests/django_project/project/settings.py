@@ -6,7 +6,13 @@ import os
 SECRET_KEY = "tests-only"
 USE_TZ = True
 INSTALLED_APPS = ["gq.contrib.django", "shop"]
-DATABASES: dict = {}
+# A file (the tests give one per run): Django never closes an in-memory SQLite database.
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("GQ_DJANGO_DB", ":memory:"),
+    }
+}
 TASKS = {
     "default": {
         "BACKEND": "gq.contrib.django.GQBackend",

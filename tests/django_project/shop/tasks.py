@@ -42,3 +42,13 @@ def broken() -> None:
 async def later(n: int) -> int:
     record(f"later {n}")
     return n
+
+
+@task
+def uses_the_database(n: int) -> None:
+    from django.db import connection
+
+    # Whether the connection of this greenlet's previous run was closed after it.
+    record(f"db {n} fresh {connection.connection is None}")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
