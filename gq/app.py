@@ -11,6 +11,7 @@ import redis
 
 from gq import enqueuer
 from gq.errors import ConfigurationError
+from gq.hooks import EnqueueRun, Hook, Hooks
 from gq.job import Job
 from gq.periodic import Periodic
 from gq.producer import DEFAULT_MAX_MESSAGE_BYTES, ProducerCore
@@ -63,6 +64,7 @@ class App:
         self._astores: dict[str, AsyncRedisQueue] = {}
         self._dispatcher: Dispatcher | None = None
         self._offset: tuple[float, float] | None = None  # (server - monotonic, taken at)
+        self.hooks = Hooks()
         #: gq.testing.eager's runner: when set, enqueue runs tasks here instead of writing.
         self.eager: Callable[[enqueuer.Batch], list[Result[Any]]] | None = None
 
@@ -142,6 +144,28 @@ class App:
         self.schedules.append(schedule)
         return schedule
 
+    # -- hooks (gq.hooks: where integrations plug in) ---------------------------------------
+
+    def on_enqueue(self, hook: Hook) -> Hook:
+        """Call ``hook(gq.hooks.Enqueueing)`` for every job enqueued, before its envelope
+        is written (it may set ``headers``); a context manager it returns wraps the write."""
+        self.hooks.enqueue.append(hook)
+        return hook
+
+    def before_job(self, hook: Hook) -> Hook:
+        """Call ``hook(gq.hooks.Attempt)`` before each run of a task's job; a context
+        manager it returns wraps the run (exited with the run's exception)."""
+        self.hooks.before.append(hook)
+        self._forget_dispatcher()
+        return hook
+
+    def after_job(self, hook: Hook) -> Hook:
+        """Call ``hook(gq.hooks.Attempt)`` after each run of a task's job, with its
+        ``outcome``, ``error``, ``result`` and ``duration``."""
+        self.hooks.after.append(hook)
+        self._forget_dispatcher()
+        return hook
+
     @property
     def queues(self) -> list[str]:
         """Every queue the app's tasks and raw handlers name, in registration order."""
@@ -158,7 +182,9 @@ class App:
         if self._dispatcher is None:
             from gq.dispatch import Dispatcher
 
-            self._dispatcher = Dispatcher(self.tasks, self.raw_handlers, self.server_now)
+            self._dispatcher = Dispatcher(
+                self.tasks, self.raw_handlers, self.server_now, self.hooks
+            )
         return self._dispatcher
 
     def _forget_dispatcher(self) -> None:
@@ -223,18 +249,43 @@ class App:
         return time.monotonic() + offset[0]
 
     def _enqueue(self, call: Call[Any, Any], calls: Iterable[Any]) -> list[Result[Any]]:
+        hooks = self.hooks.enqueueing(call.queue, call.task.name)
+        if hooks is None:
+            return self._write(call, calls, None)
+        try:
+            results = self._write(call, calls, hooks)
+        except BaseException as exc:
+            hooks.close(exc)
+            raise
+        hooks.close(None)
+        return results
+
+    def _write(
+        self, call: Call[Any, Any], calls: Iterable[Any], hooks: EnqueueRun | None
+    ) -> list[Result[Any]]:
         clock = self.server_now if self.eager is None else time.time
-        batch = enqueuer.Batch(call, list(calls), clock)
+        batch = enqueuer.Batch(call, list(calls), clock, hooks)
         if self.eager is not None:
             return self.eager(batch)
         queue, core = self._store(call.queue)
         return enqueuer.write(queue, core, batch)
 
     async def _aenqueue(self, call: Call[Any, Any], calls: Iterable[Any]) -> list[Result[Any]]:
-        batch = enqueuer.Batch(call, list(calls), time.time)
-        if self.eager is not None:
-            return self.eager(batch)
-        return await enqueuer.awrite(self._astore(call.queue), self._store_core(call), batch)
+        hooks = self.hooks.enqueueing(call.queue, call.task.name)
+        try:
+            batch = enqueuer.Batch(call, list(calls), time.time, hooks)
+            if self.eager is not None:
+                results = self.eager(batch)
+            else:
+                core = self._store_core(call)
+                results = await enqueuer.awrite(self._astore(call.queue), core, batch)
+        except BaseException as exc:
+            if hooks is not None:
+                hooks.close(exc)
+            raise
+        if hooks is not None:
+            hooks.close(None)
+        return results
 
     def _store_core(self, call: Call[Any, Any]) -> ProducerCore:
         return ProducerCore(call.queue, self.max_message_bytes)

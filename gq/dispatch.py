@@ -12,7 +12,6 @@ the worker's flags) handed to the processor in the ``Plan``. What cannot run say
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 import logging
 from collections.abc import Mapping
@@ -22,21 +21,20 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from gq import envelope
 from gq.errors import EnvelopeError, Kill, UnknownTaskError
+from gq.hooks import Attempt
 from gq.job import Job
+from gq.joblog import CURRENT as _CURRENT
+from gq.joblog import fields
 from gq.worker.call import Plan
 
 if TYPE_CHECKING:
+    from gq.hooks import Hooks
     from gq.task import Task
 
 log = logging.getLogger("gq.dispatch")
 
 _MAGIC = envelope.MAGIC
 _decode = envelope.decode
-# The job a task runs for, per greenlet or thread (greenlet >= 1.0 gives each greenlet
-# its own contextvars context).
-_CURRENT: contextvars.ContextVar[tuple[Job, envelope.Envelope] | None] = contextvars.ContextVar(
-    "gq_current_job", default=None
-)
 
 
 @dataclass(frozen=True)
@@ -62,15 +60,17 @@ def current_job() -> CurrentJob | None:
 
 class Dispatcher:
     """Plans the jobs of an app's tasks and raw handlers; ``now`` is the Redis clock
-    (for ``expires``)."""
+    (for ``expires``); ``hooks`` the app's ``before_job`` and ``after_job`` hooks."""
 
     def __init__(
         self,
         tasks: Mapping[str, Task[Any, Any]],
         raw: Mapping[str, Callable[[Job], object]],
         now: Callable[[], float],
+        hooks: Hooks | None = None,
     ) -> None:
-        self._entries = {name: _Entry(task, now) for name, task in tasks.items()}
+        hooked = hooks if hooks is not None and hooks.on_jobs() else None
+        self._entries = {name: _Entry(task, now, hooked) for name, task in tasks.items()}
         self._raw = dict(raw)
 
     def plan(self, job: Job) -> Plan:
@@ -104,9 +104,11 @@ class _Entry:
     """One task, with its options resolved for the worker (task, then app)."""
 
     __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "now",
-                 "runs")  # fmt: skip
+                 "runs", "hooks")  # fmt: skip
 
-    def __init__(self, task: Task[Any, Any], now: Callable[[], float]) -> None:
+    def __init__(
+        self, task: Task[Any, Any], now: Callable[[], float], hooks: Hooks | None = None
+    ) -> None:
         self.fn = task.fn
         self.name = task.name
         self.check = task.binder.check
@@ -117,7 +119,12 @@ class _Entry:
         self.now = now
         # An async def task's run is a coroutine, awaited by the worker on its asyncio loop
         # (gq.worker.asyncio_loop), with current_job() set inside it.
-        self.runs = self.arun if inspect.iscoroutinefunction(task.fn) else self.run
+        coroutine = inspect.iscoroutinefunction(task.fn)
+        self.runs = self.arun if coroutine else self.run
+        # Chosen once: an app with no job hooks runs on the plain path, at no cost.
+        self.hooks = hooks
+        if hooks is not None:
+            self.runs = self.ahooked if coroutine else self.hooked
 
     def plan(self, job: Job, env: envelope.Envelope) -> Plan:
         opts = env.opts
@@ -155,12 +162,38 @@ class _Entry:
             self._keep(job, result)
         return result
 
+    def hooked(self, job: Job, env: envelope.Envelope) -> object:
+        """``run`` between the app's job hooks (gq.hooks), inside the job's context."""
+        assert self.hooks is not None
+        token = _CURRENT.set((job, env))
+        try:
+            result = self.hooks.run(Attempt(job, env), partial(self.fn, *env.args, **env.kwargs))
+        finally:
+            _CURRENT.reset(token)
+        if result is not None and not inspect.isawaitable(result):
+            self._keep(job, result)
+        return result
+
+    async def ahooked(self, job: Job, env: envelope.Envelope) -> object:
+        """``arun`` between the app's job hooks."""
+        assert self.hooks is not None
+        token = _CURRENT.set((job, env))
+        try:
+            call = partial(self.fn, *env.args, **env.kwargs)
+            result = await self.hooks.arun(Attempt(job, env), call)
+        finally:
+            _CURRENT.reset(token)
+        if result is not None:
+            self._keep(job, result)
+        return result
+
     def _keep(self, job: Job, result: object) -> None:
         if not envelope.encodable(result):
             # Not a failure: the task's work is done, and running it again would repeat
             # it. Results are not kept yet (section 16 will record this on the job).
             log.error("task %s job %s returned a value without a MessagePack form (%s): "
-                      "not kept", self.name, job.id, type(result).__name__)  # fmt: skip
+                      "not kept", self.name, job.id, type(result).__name__,
+                      extra=fields(job.id, self.name, job.queue))  # fmt: skip
 
 
 def _number(task: str, name: str, value: Any) -> Any:

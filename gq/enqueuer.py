@@ -23,6 +23,7 @@ from gq.store.groups import GroupEntry, push_group
 from gq.taskopts import lock_name, wire
 
 if TYPE_CHECKING:
+    from gq.hooks import EnqueueRun
     from gq.store.aio import AsyncRedisQueue
     from gq.store.tasks import TaskQueue
     from gq.task import Call
@@ -36,7 +37,13 @@ class Batch:
 
     __slots__ = ("call", "jobs", "locks", "mode", "at", "groups")
 
-    def __init__(self, call: Call[Any, Any], calls: Calls, now: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        call: Call[Any, Any],
+        calls: Calls,
+        now: Callable[[], float],
+        hooks: EnqueueRun | None = None,
+    ) -> None:
         self.call = call
         self.mode, self.at = _timing(call)
         self.jobs: list[Job] = []
@@ -60,8 +67,10 @@ class Batch:
                     raise ConfigurationError(f"task {name}: group with unique_for is not "
                                              "supported yet")  # fmt: skip
                 opts = self._grouped(opts, group_of(options.group, args, kwargs, name))
-            data = envelope.encode(name, args, kwargs, opts, headers)
-            self.jobs.append(Job(call.id or str(_uuid4()), data))
+            job_id = call.id or str(_uuid4())
+            stamped = headers if hooks is None else hooks.stamp(job_id, args, kwargs, headers)
+            data = envelope.encode(name, args, kwargs, opts, stamped)
+            self.jobs.append(Job(job_id, data))
             self.locks.append(lock)
 
     def _grouped(self, opts: dict[str, Any], group: str | None) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from datetime import datetime, timezone
 from typing import Any, TextIO
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from gq.joblog import FIELDS, JobFields, suffix
+
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMATS = ("text", "json")
 
@@ -45,11 +47,15 @@ class TextFormatter(logging.Formatter):
         self.secrets = secrets
 
     def format(self, record: logging.LogRecord) -> str:
-        return scrub(super().format(record), self.secrets)
+        text = super().format(record)
+        # The job a line is about (gq.joblog) after its first line, before a traceback.
+        first, newline, rest = text.partition("\n")
+        return scrub(first + suffix(record) + newline + rest, self.secrets)
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, pid, exc."""
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, pid, exc,
+    and for a line about a job its ``job_id``, ``task`` and ``queue``."""
 
     def __init__(self, secrets: list[str]) -> None:
         super().__init__()
@@ -63,6 +69,10 @@ class JsonFormatter(logging.Formatter):
             "message": scrub(record.getMessage(), self.secrets),
             "pid": record.process,
         }
+        for name in FIELDS:  # the job the line is about (gq.joblog)
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name[3:]] = scrub(value, self.secrets)
         if record.exc_info:
             entry["exc"] = scrub(self.formatException(record.exc_info), self.secrets)
         return json.dumps(entry, ensure_ascii=False)
@@ -81,6 +91,7 @@ def configure(
     # leave that greenlet waiting for good (seen: the ticker, right after a SIGCONT).
     handler.lock = _os_rlock()
     secrets = list(secrets or [])
+    handler.addFilter(JobFields())
     handler.setFormatter(JsonFormatter(secrets) if fmt == "json" else TextFormatter(secrets))
     root = logging.getLogger()
     for old in list(root.handlers):

@@ -26,6 +26,7 @@ from gq.errors import (
     RetryJobError,
 )
 from gq.job import Job
+from gq.joblog import fields_of
 from gq.options import ConsumerOptions
 from gq.store.jobs import RedisQueue
 from gq.worker.acker import Acker, not_owned, persist
@@ -60,7 +61,8 @@ class Outcomes:
     def ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         """A handler raised: cancelled, rate limited, killed, or failed."""
         if isinstance(exc, JobCancelled) and _names(exc, job):
-            log.info("%s: job %s cancelled while running", self._context, job.id)
+            log.info("%s: job %s cancelled while running", self._context, job.id,
+                     extra=fields_of(job))
             self.cancelled(job)
         elif isinstance(exc, RateLimited):
             self._rate_limited(job, exc)
@@ -80,7 +82,8 @@ class Outcomes:
         after = exc.after
         message = jobs.encode(job, ready_at=time.time() + after)
         log.warning("%s: job %s rate limited: %s %s held back for %.1f s", self._context, job.id,
-                    "its group in" if exc.group else "queue", job.queue, after)  # fmt: skip
+                    "its group in" if exc.group else "queue", job.queue, after,
+                    extra=fields_of(job))  # fmt: skip
         write = lambda: queue.retry(self._consumer_id, job.id, message, after, hold=after,  # noqa: E731
                                     group_hold=exc.group)  # fmt: skip
         if self._settle(job, "reschedule", RetryJobError, write):
@@ -98,7 +101,7 @@ class Outcomes:
         message = jobs.encode(updated, error=reason)
         why = "killed (gq.Kill)" if isinstance(exc, Kill) else "no attempts left, killed"
         log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
-                  job.attempt, why, reason, exc_info=exc)  # fmt: skip
+                  job.attempt, why, reason, exc_info=exc, extra=fields_of(job))  # fmt: skip
         if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
             self._recorders[job.queue].failed("killed")
 
@@ -107,7 +110,8 @@ class Outcomes:
         queue = self._queues[updated.queue]
         message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
         log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
-                    updated.id, updated.attempt - 1, delay, reason, exc_info=exc)  # fmt: skip
+                    updated.id, updated.attempt - 1, delay, reason, exc_info=exc,
+                    extra=fields_of(updated))  # fmt: skip
         retry = lambda: queue.retry(self._consumer_id, updated.id, message, delay)  # noqa: E731
         if self._settle(updated, "retry", RetryJobError, retry):
             self._recorders[updated.queue].failed("retried")
@@ -118,12 +122,13 @@ class Outcomes:
         a message has nothing to keep and is dropped. ``job`` carries the id and queue."""
         queue = self._queues[job.queue]
         if message is None:
-            log.error("%s: dropped job %s: %s", self._context, job.id, reason)
+            log.error("%s: dropped job %s: %s", self._context, job.id, reason,
+                      extra=fields_of(job))
             self._settle(job, "drop", AckJobError,
                          lambda: queue.ack(self._consumer_id, [job.id])[0])  # fmt: skip
         else:
             log.error("%s: moved job %s to dead: cannot decode: %s", self._context, job.id,
-                      reason)  # fmt: skip
+                      reason, extra=fields_of(job))  # fmt: skip
             self._settle(job, "kill", KillJobError, lambda: self._kill(queue, job.id, None))
 
     def _settle(

@@ -24,6 +24,7 @@ from gq.errors import (
     JobTimeout,
 )
 from gq.job import Job
+from gq.joblog import fields_of
 from gq.options import ConsumerOptions
 from gq.store.jobs import RedisQueue
 from gq.worker import asyncio_loop, watchdog
@@ -281,7 +282,8 @@ class Processor(PlannedRuns):
         JobCancelled, once. Returns how many were found."""
         dropped = self.drop_buffered(lambda job: job.queue != queue or job.id not in ids)
         for job in dropped:
-            log.info("%s: job %s cancelled before it started", self._context, job.id)
+            log.info("%s: job %s cancelled before it started", self._context, job.id,
+                     extra=fields_of(job))
             self._outcomes.cancelled(job)
         running = self._running_among(queue, ids)
         loop = gevent.get_hub().loop
