@@ -31,10 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("gq.dispatch")
 
 _MAGIC = envelope.MAGIC
-_decode = envelope.decode
+_fields = envelope.fields
 # The job a task runs for, per greenlet or thread (greenlet >= 1.0 gives each greenlet
-# its own contextvars context).
-_CURRENT: contextvars.ContextVar[tuple[Job, envelope.Envelope] | None] = contextvars.ContextVar(
+# its own contextvars context), with its envelope's fields.
+_CURRENT: contextvars.ContextVar[tuple[Job, envelope.Fields] | None] = contextvars.ContextVar(
     "gq_current_job", default=None
 )
 
@@ -56,8 +56,8 @@ def current_job() -> CurrentJob | None:
     found = _CURRENT.get()
     if found is None:
         return None
-    job, env = found
-    return CurrentJob(job.id, job.attempt, job.queue, env.task, env.headers)
+    job, fields = found
+    return CurrentJob(job.id, job.attempt, job.queue, fields[0], fields[4])
 
 
 class Dispatcher:
@@ -79,13 +79,13 @@ class Dispatcher:
         if data[:4] != _MAGIC:
             return self._raw_plan(job)
         try:
-            env = _decode(data)
+            fields = _fields(data)
         except EnvelopeError as exc:
             raise Kill(f"cannot decode the task envelope: {exc}") from exc
-        entry = self._entries.get(env.task)
+        entry = self._entries.get(fields[0])
         if entry is None:
-            raise UnknownTaskError(env.task)
-        return entry.plan(job, env)
+            raise UnknownTaskError(fields[0])
+        return entry.plan(job, fields)
 
     def _raw_plan(self, job: Job) -> Plan:
         handler = self._raw.get(job.queue)
@@ -119,36 +119,45 @@ class _Entry:
         # (gq.worker.asyncio_loop), with current_job() set inside it.
         self.runs = self.arun if inspect.iscoroutinefunction(task.fn) else self.run
 
-    def plan(self, job: Job, env: envelope.Envelope) -> Plan:
-        opts = env.opts
-        timeout, retries, backoff = self.timeout, self.retries, self.backoff
+    def plan(self, job: Job, fields: envelope.Fields) -> Plan:
+        _, args, kwargs, opts, _ = fields
         if opts:
-            expires = opts.get("expires")
-            if expires is not None and _number(self.name, "expires", expires) <= self.now():
-                raise Kill("expired")
-            timeout = _number(self.name, "timeout", opts.get("timeout", timeout))
-            retries = _count(self.name, opts.get("retries", retries))
-            backoff = _number(self.name, "backoff", opts.get("backoff", backoff))
-        if env.kwargs or not self.least <= len(env.args) <= self.most:  # (Binder's fast path)
-            why = self.check(env.args, env.kwargs)
+            timeout, retries, backoff = self._options(opts)
+        else:
+            timeout, retries, backoff = self.timeout, self.retries, self.backoff
+        if kwargs or not self.least <= len(args) <= self.most:  # (Binder's fast path)
+            why = self.check(args, kwargs)
             if why is not None:
                 raise Kill(f"task {self.name}: the arguments do not bind: {why}")
-        return Plan(partial(self.runs, job, env), timeout, retries, backoff, self.name)
+        return Plan(partial(self.runs, job, fields), timeout, retries, backoff, self.name)
 
-    def run(self, job: Job, env: envelope.Envelope) -> object:
-        token = _CURRENT.set((job, env))
+    def _options(self, opts: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """The envelope's timeout, retries and backoff, else the task's."""
+        expires = opts.get("expires")
+        if expires is not None and _number(self.name, "expires", expires) <= self.now():
+            raise Kill("expired")
+        return (
+            _number(self.name, "timeout", opts.get("timeout", self.timeout)),
+            _count(self.name, opts.get("retries", self.retries)),
+            _number(self.name, "backoff", opts.get("backoff", self.backoff)),
+        )
+
+    def run(self, job: Job, fields: envelope.Fields) -> object:
+        token = _CURRENT.set((job, fields))
         try:
-            result = self.fn(*env.args, **env.kwargs)
+            # (**{} costs a dict per call: most tasks take positional arguments only)
+            kwargs = fields[2]
+            result = self.fn(*fields[1], **kwargs) if kwargs else self.fn(*fields[1])
         finally:
             _CURRENT.reset(token)
         if result is not None and not inspect.isawaitable(result):  # (awaited by the worker)
             self._keep(job, result)
         return result
 
-    async def arun(self, job: Job, env: envelope.Envelope) -> object:
-        token = _CURRENT.set((job, env))
+    async def arun(self, job: Job, fields: envelope.Fields) -> object:
+        token = _CURRENT.set((job, fields))
         try:
-            result = await self.fn(*env.args, **env.kwargs)
+            result = await self.fn(*fields[1], **fields[2])
         finally:
             _CURRENT.reset(token)
         if result is not None:
