@@ -147,7 +147,7 @@ def _raw(body: Any) -> bytes:
         (_raw({"task": "t", "args": [], "kwargs": {1: 2}}), "MessagePack"),  # int key
         # Three keys, the fast path's count, but not the three it reads.
         (_raw({"task": "t", "args": [], "opts": {}}), "kwargs"),
-        (_raw({"task": "t", "args": [], "kwargs": {}, "opts": None, "headers": []}), "headers"),
+        (_raw({"task": "t", "args": [], "kwargs": {}, "opts": None, "headers": [1]}), "headers"),
     ],
 )
 def test_malformed_envelopes_raise_envelope_error(data: bytes, words: str) -> None:
