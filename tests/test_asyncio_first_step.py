@@ -8,12 +8,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
+from typing import Any
 
 import gevent
 import pytest
 
+import gq
+from gq import job as jobs
 from gq.worker import asyncio_loop
-from tests.helpers import wait_until
+from tests import queue_state as state
+from tests.helpers import Backend, wait_until
 
 
 def _parked() -> bool:
@@ -96,3 +101,24 @@ def test_a_first_step_that_waits_on_gevent_holds_the_loop_until_it_ends(
     # No step of another task ran inside the blocked one's (asyncio allows one at a time).
     assert order.index("first step ended") < order.index("quick")
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.timeout(30)
+def test_a_first_step_that_never_yields_is_stopped_past_its_job_timeout(
+    backend: Backend, start: Any
+) -> None:
+    async def spinning(job: gq.Job) -> None:
+        if job.id == "spinner":
+            until = time.monotonic() + 3600
+            while time.monotonic() < until:  # before any await: in the handler greenlet
+                pass
+        await asyncio.sleep(0)
+
+    start(spinning, job_timeout=0.5, hub_block_warning=0.1, job_max_attempts=0)
+    gq.Producer(backend.queue, client=backend.client()).perform_many(
+        [gq.Job(id="spinner"), gq.Job(id="fine")]
+    )
+    wait_until(lambda: "spinner" in state.dead(backend.direct(), backend.queue), 20)
+    message = state.message(backend.direct(), backend.queue, "spinner")
+    assert message is not None and "JobTimeout" in (jobs.decode_error(message) or "")
+    wait_until(lambda: state.message(backend.direct(), backend.queue, "fine") is None)
