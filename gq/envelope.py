@@ -200,7 +200,8 @@ def _ok_list(values: Any) -> bool:
 
 
 def _ok_map(values: Any) -> bool:
-    if not isinstance(values, Mapping):
+    # type() first: isinstance against the Mapping ABC costs a third of an empty map's check.
+    if type(values) is not dict and not isinstance(values, Mapping):
         return False
     scalars = _SCALARS
     for key, value in values.items():

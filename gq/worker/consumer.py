@@ -258,6 +258,7 @@ class Consumer:
         if self._poller is not None and self._poller.waiting:
             greenlets["Poller"].kill()  # only ever interrupted while it waits
         self._wait_for(greenlets["Poller"])
+        self._reconcile_fetches()
         self._give_back(processor.take_buffered())
         if self._fatal is not None:
             return
@@ -381,6 +382,14 @@ class Consumer:
             seconds,
             len(dropped),
         )
+
+    def _reconcile_fetches(self) -> None:
+        """Give back what a fetch cut short by the stop took (``reconcile_unsure``)."""
+        try:
+            if self._poller is not None:
+                self._poller.reconcile_unsure()
+        except redis.RedisError as exc:  # left in flight: the custodians recover them
+            log.warning("%s: could not reconcile a cut fetch: %s", self.context, describe(exc))
 
     def _give_back(self, buffered: list[jobs.Job]) -> None:
         if not buffered:
