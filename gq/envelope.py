@@ -32,7 +32,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import msgpack
 
@@ -119,7 +119,7 @@ def encode(
 
 
 #: ``fields()``'s answer: (task, args, kwargs, opts, headers).
-Fields = Tuple[str, List[Any], Dict[str, Any], Dict[str, Any], Dict[str, str]]
+Fields = tuple[str, list[Any], dict[str, Any], dict[str, Any], dict[str, str]]
 
 
 def decode(data: bytes) -> Envelope:

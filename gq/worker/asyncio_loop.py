@@ -164,9 +164,7 @@ class AsyncioLoop:
             del watchdog.DEADLINES[task]
 
     def _outcome(self, task: asyncio.Task[Any], waiter: Waiter) -> Any:
-        if not self._first_step():
-            self.selector.wake()
-        elif self._asleep_past_due():
+        if not self._first_step() or self._asleep_past_due():
             self.selector.wake()
         elif task.done():
             return task.result()  # (a coroutine that never waited: no hub turn at all)

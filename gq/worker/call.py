@@ -36,8 +36,10 @@ class Plan:
         self.task = task
 
     def __repr__(self) -> str:
-        return (f"Plan(run={self.run!r}, timeout={self.timeout!r}, max_attempts="
-                f"{self.max_attempts!r}, max_backoff={self.max_backoff!r}, task={self.task!r})")  # fmt: skip
+        return (
+            f"Plan(run={self.run!r}, timeout={self.timeout!r}, max_attempts="
+            f"{self.max_attempts!r}, max_backoff={self.max_backoff!r}, task={self.task!r})"
+        )
 
 
 def retry_delay(

@@ -38,16 +38,16 @@ class PeriodicRunner:
 
     def __init__(
         self,
-        queue: RedisQueue,
+        queue: RedisQueue | Mapping[str, RedisQueue],
         schedules: Sequence[Periodic],
         context: str,
         clock: Callable[[], float] = time.monotonic,
-        served: Mapping[str, RedisQueue] | None = None,
     ) -> None:
-        self._queue = queue
+        # ``queue``: one queue, or the consumer's queues by name, the first the default.
+        served = dict(queue) if isinstance(queue, Mapping) else {queue.keys.name: queue}
+        self._queue = queue = next(iter(served.values()))
         # Each schedule's own queue (Periodic.queue: a task's, from app.periodic), else
-        # ``queue``; one the consumer does not serve is still written to, on its client.
-        served = dict(served or {}, **{queue.keys.name: queue})
+        # the default; one the consumer does not serve is still written to, on its client.
         self._queues = {s.name: _queue_of(s, queue, served) for s in schedules}
         self._clock = clock  # monotonic; a test passes one it controls
         self.schedules = list(schedules)
@@ -172,9 +172,7 @@ class PeriodicRunner:
             )
 
 
-def _queue_of(
-    schedule: Periodic, default: RedisQueue, served: dict[str, RedisQueue]
-) -> RedisQueue:
+def _queue_of(schedule: Periodic, default: RedisQueue, served: dict[str, RedisQueue]) -> RedisQueue:
     if schedule.queue is None:
         return default
     if schedule.queue not in served:
