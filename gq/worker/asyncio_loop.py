@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import selectors
 import sys
 import time
@@ -87,7 +88,13 @@ class GreenletSelector(GeventSelector):  # type: ignore[misc]  # (gevent is unty
                 # with no timer: its select(0) would wait a turn of libev's loop instead.
                 self._ready.set()
                 timeout = None
-            self.deadline = _FOREVER if timeout is None else time.monotonic() + timeout
+            self.deadline = _FOREVER
+            if timeout is not None:
+                # To the next whole millisecond, as asyncio's own epoll selector rounds: the
+                # timers due within it end one wait together, not one wait each.
+                now = time.monotonic()
+                self.deadline = math.ceil((now + timeout) * 1000) / 1000
+                timeout = self.deadline - now
             found = list(super().select(timeout))
             # A first step that waited on gevent (sync I/O in a coroutine) ends before the
             # loop takes another: asyncio runs one task's step at a time.
