@@ -133,12 +133,12 @@ class App:
         tz: str = "UTC",
     ) -> Periodic:
         """A periodic entry (SPEC section 11's guarantee: each occurrence enqueued once,
-        with no leader) that enqueues the call ``sig`` (``task.s(...)``). A worker of
-        this app enqueues it on its first queue."""
+        with no leader) that enqueues the call ``sig`` (``task.s(...)``) on its task's
+        queue, whichever queues the worker serves."""
         if not isinstance(sig, Signature):
             raise ConfigurationError(f"app.periodic takes task.s(...), not {sig!r}")
         data = periodic_data(sig)
-        schedule = Periodic(name, cron=cron, every=every, data=data, tz=tz)
+        schedule = Periodic(name, cron=cron, every=every, data=data, tz=tz, queue=sig.task.queue)
         if any(s.name == name for s in self.schedules):
             raise ConfigurationError(f"two periodic entries are named {name!r}")
         self.schedules.append(schedule)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("gq.dispatch")
 
 _MAGIC = envelope.MAGIC
-_decode = envelope.decode
+_fields = envelope.fields
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ def current_job() -> CurrentJob | None:
     found = _CURRENT.get()
     if found is None:
         return None
-    job, env = found
-    return CurrentJob(job.id, job.attempt, job.queue, env.task, env.headers)
+    job, fields = found
+    return CurrentJob(job.id, job.attempt, job.queue, fields[0], fields[4])
 
 
 class Dispatcher:
@@ -79,13 +79,13 @@ class Dispatcher:
         if data[:4] != _MAGIC:
             return self._raw_plan(job)
         try:
-            env = _decode(data)
+            fields = _fields(data)
         except EnvelopeError as exc:
             raise Kill(f"cannot decode the task envelope: {exc}") from exc
-        entry = self._entries.get(env.task)
+        entry = self._entries.get(fields[0])
         if entry is None:
-            raise UnknownTaskError(env.task)
-        return entry.plan(job, env)
+            raise UnknownTaskError(fields[0])
+        return entry.plan(job, fields)
 
     def _raw_plan(self, job: Job) -> Plan:
         handler = self._raw.get(job.queue)
@@ -126,61 +126,71 @@ class _Entry:
         if hooks is not None:
             self.runs = self.ahooked if coroutine else self.hooked
 
-    def plan(self, job: Job, env: envelope.Envelope) -> Plan:
-        opts = env.opts
-        timeout, retries, backoff = self.timeout, self.retries, self.backoff
+    def plan(self, job: Job, fields: envelope.Fields) -> Plan:
+        _, args, kwargs, opts, _ = fields
         if opts:
-            expires = opts.get("expires")
-            if expires is not None and _number(self.name, "expires", expires) <= self.now():
-                raise Kill("expired")
-            timeout = _number(self.name, "timeout", opts.get("timeout", timeout))
-            retries = _count(self.name, opts.get("retries", retries))
-            backoff = _number(self.name, "backoff", opts.get("backoff", backoff))
-        if env.kwargs or not self.least <= len(env.args) <= self.most:  # (Binder's fast path)
-            why = self.check(env.args, env.kwargs)
+            timeout, retries, backoff = self._options(opts)
+        else:
+            timeout, retries, backoff = self.timeout, self.retries, self.backoff
+        if kwargs or not self.least <= len(args) <= self.most:  # (Binder's fast path)
+            why = self.check(args, kwargs)
             if why is not None:
                 raise Kill(f"task {self.name}: the arguments do not bind: {why}")
-        return Plan(partial(self.runs, job, env), timeout, retries, backoff, self.name)
+        return Plan(partial(self.runs, job, fields), timeout, retries, backoff, self.name)
 
-    def run(self, job: Job, env: envelope.Envelope) -> object:
-        token = _CURRENT.set((job, env))
+    def _options(self, opts: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """The envelope's timeout, retries and backoff, else the task's."""
+        expires = opts.get("expires")
+        if expires is not None and _number(self.name, "expires", expires) <= self.now():
+            raise Kill("expired")
+        return (
+            _number(self.name, "timeout", opts.get("timeout", self.timeout)),
+            _count(self.name, opts.get("retries", self.retries)),
+            _number(self.name, "backoff", opts.get("backoff", self.backoff)),
+        )
+
+    def run(self, job: Job, fields: envelope.Fields) -> object:
+        token = _CURRENT.set((job, fields))
         try:
-            result = self.fn(*env.args, **env.kwargs)
+            # (**{} costs a dict per call: most tasks take positional arguments only)
+            kwargs = fields[2]
+            result = self.fn(*fields[1], **kwargs) if kwargs else self.fn(*fields[1])
         finally:
             _CURRENT.reset(token)
         if result is not None and not inspect.isawaitable(result):  # (awaited by the worker)
             self._keep(job, result)
         return result
 
-    async def arun(self, job: Job, env: envelope.Envelope) -> object:
-        token = _CURRENT.set((job, env))
+    async def arun(self, job: Job, fields: envelope.Fields) -> object:
+        token = _CURRENT.set((job, fields))
         try:
-            result = await self.fn(*env.args, **env.kwargs)
+            result = await self.fn(*fields[1], **fields[2])
         finally:
             _CURRENT.reset(token)
         if result is not None:
             self._keep(job, result)
         return result
 
-    def hooked(self, job: Job, env: envelope.Envelope) -> object:
+    def hooked(self, job: Job, fields: envelope.Fields) -> object:
         """``run`` between the app's job hooks (gq.hooks), inside the job's context."""
         assert self.hooks is not None
-        token = _CURRENT.set((job, env))
+        token = _CURRENT.set((job, fields))
         try:
-            result = self.hooks.run(Attempt(job, env), partial(self.fn, *env.args, **env.kwargs))
+            call = partial(self.fn, *fields[1], **fields[2])
+            result = self.hooks.run(Attempt(job, fields), call)
         finally:
             _CURRENT.reset(token)
         if result is not None and not inspect.isawaitable(result):
             self._keep(job, result)
         return result
 
-    async def ahooked(self, job: Job, env: envelope.Envelope) -> object:
+    async def ahooked(self, job: Job, fields: envelope.Fields) -> object:
         """``arun`` between the app's job hooks."""
         assert self.hooks is not None
-        token = _CURRENT.set((job, env))
+        token = _CURRENT.set((job, fields))
         try:
-            call = partial(self.fn, *env.args, **env.kwargs)
-            result = await self.hooks.arun(Attempt(job, env), call)
+            call = partial(self.fn, *fields[1], **fields[2])
+            result = await self.hooks.arun(Attempt(job, fields), call)
         finally:
             _CURRENT.reset(token)
         if result is not None:

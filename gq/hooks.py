@@ -60,10 +60,11 @@ class Attempt:
     __slots__ = ("id", "queue", "task", "attempt", "args", "kwargs", "headers",
                  "outcome", "error", "result", "duration")  # fmt: skip
 
-    def __init__(self, job: Any, env: Any) -> None:
+    def __init__(self, job: Any, fields: tuple[Any, ...]) -> None:
+        """``fields``: the envelope as gq.envelope.fields reads it, (task, args, kwargs,
+        opts, headers)."""
         self.id, self.queue, self.attempt = job.id, job.queue, job.attempt
-        self.task, self.args, self.kwargs = env.task, env.args, env.kwargs
-        self.headers = env.headers
+        self.task, self.args, self.kwargs, _, self.headers = fields
         self.outcome: str = "running"
         self.error: BaseException | None = None
         self.result: object = None

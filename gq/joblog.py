@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 
 #: The job a task runs for, per greenlet or thread (greenlet >= 1.0 gives each greenlet
-#: its own contextvars context): ``(gq.Job, gq.envelope.Envelope)``, set by gq.dispatch.
+#: its own contextvars context): ``(gq.Job, gq.envelope.Fields)``, set by gq.dispatch.
 CURRENT: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
     "gq_current_job", default=None
 )
@@ -60,8 +60,8 @@ class JobFields(logging.Filter):
         if getattr(record, "gq_job_id", None) is None:
             current = CURRENT.get()
             if current is not None:
-                job, env = current
-                record.gq_job_id, record.gq_task, record.gq_queue = job.id, env.task, job.queue
+                job, fields = current
+                record.gq_job_id, record.gq_task, record.gq_queue = job.id, fields[0], job.queue
         return True
 
 

@@ -73,13 +73,15 @@ def _cronsim() -> Any:
 class Periodic:
     """Enqueue a job with ``data`` at every occurrence of ``cron`` (in time zone ``tz``)
     or ``every`` seconds (or a timedelta; counted from the unix epoch, so every consumer
-    agrees on the instants). Its job ids are ``periodic:<name>:<occurrence>``."""
+    agrees on the instants). Its job ids are ``periodic:<name>:<occurrence>``. ``queue``:
+    the queue its jobs go on (and its state is kept in); None, the consumer's first."""
 
     name: str
     cron: str | None = None
     every: Interval | None = None
     data: bytes = b""
     tz: str = "UTC"
+    queue: str | None = None
     period: int | None = field(default=None, init=False, repr=False, compare=False)
     zone: tzinfo = field(default=timezone.utc, init=False, repr=False, compare=False)
 
@@ -92,6 +94,10 @@ class Periodic:
             raise ConfigurationError(
                 f"Periodic {self.name!r}: data must be bytes, not {type(self.data).__name__}"
             )
+        if self.queue is not None:
+            from gq.store.config import check_queue_name
+
+            check_queue_name(self.queue)
         if (self.cron is None) == (self.every is None):
             raise ConfigurationError(
                 f"Periodic {self.name!r}: give exactly one of cron= and every="

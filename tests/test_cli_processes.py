@@ -151,6 +151,19 @@ def enqueue(rq: BothSides, n: int, data: bytes = b"") -> list[str]:
     return gq.Producer(rq.keys.name, client=rq.client).perform_many([data] * n)
 
 
+def where_else(rq: BothSides, missing: set[str], output: str) -> str:
+    """Where the jobs neither done nor ready are (a failure's message)."""
+    scheduled = {i for i, _, _ in rq.scheduled_jobs(10_000)} & missing
+    dead = {i for i, _, _ in rq.dead_jobs(10_000)} & missing
+    held = {
+        key.decode(): sorted(m.decode() for m in rq.client.smembers(key))
+        for key in rq.client.keys(f"{rq.keys.name}:*")
+        if rq.client.type(key) == b"set"
+    }
+    return (f"missing {sorted(missing)}: scheduled {sorted(scheduled)}, dead {sorted(dead)}, "
+            f"sets {held}, consumers {rq.consumers()}\n{output}")  # fmt: skip
+
+
 def ready(rq: BothSides) -> list[str]:
     return [i.decode() for i in rq.client.lrange(rq.keys.active, 0, -1)]
 
@@ -224,7 +237,9 @@ def test_sigterm_stops_every_child_gracefully_exit_0_nothing_lost(
     assert len(done) < len(ids), "stopped too late to test anything"
     assert len(set(done)) == len(done)  # nothing ran twice
     assert sorted(started) == sorted(done)  # every started job finished
-    assert sorted(done + ready(rq)) == sorted(ids)  # buffers went back: nothing lost
+    # The buffers and any fetch the stop cut short went back: nothing left in flight.
+    missing = set(ids) - set(done + ready(rq))
+    assert sorted(done + ready(rq)) == sorted(ids), where_else(rq, missing, supervisor.output)
     assert rq.consumers() == []  # both deregistered
     # Each child's lines name it: slot, pid and consumer id on every line.
     consumers = supervisor.consumers()

@@ -145,11 +145,25 @@ def _raw(body: Any) -> bytes:
         (_raw({"task": "t", "args": [msgpack.ExtType(5, b"x")], "kwargs": {}}), "extension"),
         (envelope.MAGIC + b"\x81\xa4task\xa2\xff\xfe", "MessagePack"),  # not UTF-8
         (_raw({"task": "t", "args": [], "kwargs": {1: 2}}), "MessagePack"),  # int key
+        # Three keys, the fast path's count, but not the three it reads.
+        (_raw({"task": "t", "args": [], "opts": {}}), "kwargs"),
+        (_raw({"task": "t", "args": [], "kwargs": {}, "opts": None, "headers": [1]}), "headers"),
     ],
 )
 def test_malformed_envelopes_raise_envelope_error(data: bytes, words: str) -> None:
     with pytest.raises(gq.EnvelopeError, match=words):
         envelope.decode(data)
+
+
+def test_fields_are_decode_s_values_in_one_tuple() -> None:
+    plain = envelope.encode("t", [1], {})
+    full = envelope.encode("t", [1], {"k": 2}, {"timeout": 3.0}, {"trace": "x"})
+    for data in (plain, full):
+        env = envelope.decode(data)
+        assert envelope.fields(data) == (env.task, env.args, env.kwargs, env.opts, env.headers)
+    assert envelope.fields(full) == ("t", [1], {"k": 2}, {"timeout": 3.0}, {"trace": "x"})
+    # A newer producer's key beside the three keeps its place in the slow path.
+    assert envelope.fields(_raw({"task": "t", "args": [], "kwargs": {}, "v": 2}))[0] == "t"
 
 
 def test_envelope_error_is_a_gq_error_and_a_value_error() -> None:

@@ -289,3 +289,47 @@ def test_periodic_entries_of_the_app_run(backend: Backend, run_app: Any) -> None
     app.periodic("every-second", report.s("daily"), every=1)
     run_app(app, periodic=app.schedules)
     wait_until(lambda: "daily" in runs, timeout=5)
+
+
+def test_a_periodic_entry_goes_on_its_task_s_queue_not_the_worker_s_first(
+    backend: Backend, run_app: Any
+) -> None:
+    app = make_app(backend)
+    runs: list[str] = []
+    other_queue = f"{backend.queue}-b"
+
+    @app.task
+    def first() -> None: ...
+
+    @app.task(queue=other_queue)
+    def report(kind: str) -> None:
+        job = gq.current_job()
+        assert job is not None
+        runs.append(job.queue)
+
+    app.periodic("every-second", report.s("daily"), every=1)
+    assert app.queues == [backend.queue, other_queue]  # the worker's first is not report's
+    run_app(app, periodic=app.schedules)
+    wait_until(lambda: runs, timeout=5)
+    assert set(runs) == {other_queue}
+    # The entry's state (its cursor) is kept with the queue its jobs go on.
+    assert backend.direct().keys(f"{other_queue}:*periodic*")
+    assert not backend.direct().keys(f"{backend.queue}:*periodic*")
+
+
+def test_a_periodic_entry_of_a_queue_the_worker_does_not_serve_is_still_enqueued_there(
+    backend: Backend, run_app: Any
+) -> None:
+    app = make_app(backend)
+    other_queue = f"{backend.queue}-b"
+
+    @app.task(queue=other_queue)
+    def report(kind: str) -> None: ...
+
+    app.periodic("every-second", report.s("daily"), every=1)
+    consumer = gq.Consumer(backend.queue, client=backend.client(), periodic=app.schedules,
+                           scheduler_poll_interval=0.1)  # fmt: skip
+    run_app.running.append((consumer, gevent.spawn(consumer.run, app)))
+    ids = lambda: backend.direct().hkeys(f"{other_queue}:data")  # noqa: E731
+    wait_until(lambda: any(i.startswith(b"periodic:every-second:") for i in ids()), timeout=5)
+    assert not backend.direct().hkeys(f"{backend.queue}:data")

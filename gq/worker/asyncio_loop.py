@@ -6,9 +6,14 @@ gevent's, so where asyncio would block in ``select()`` the loop greenlet yields 
 instead, and the other greenlets (sync handlers, the poller, the acker) run meanwhile.
 
 A handler greenlet hands its coroutine over without a thread: it makes the loop's task
-itself (same thread), wakes the loop's selector (setting a gevent ``Event``: no syscall;
-several hand-offs in one turn of the hub wake it once), and waits on a gevent ``Waiter``
-that the task's done callback resumes through the hub. Sync and async handlers therefore
+itself (same thread) and, while the loop waits in ``select()``, takes the task's first
+step itself, as the loop would (the running loop and the task current), so that the
+coroutine starts now rather than after every greenlet the hub runs before the loop
+(1,000 jobs handed over in one turn each waited for the whole batch). It wakes the
+loop's selector only when that step left the loop something sooner than its wait ends
+(setting a gevent ``Event``: no syscall), and waits on a gevent ``Waiter`` that the
+task's end resumes through the hub; a coroutine that ended in its first step costs no
+hub turn at all. Sync and async handlers therefore
 share one pool and ``processor_concurrency``: a job holds its handler greenlet until its
 coroutine has ended, and is acknowledged only then.
 
@@ -27,8 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import selectors
 import sys
+import time
 from asyncio import events
 from collections.abc import Awaitable
 from inspect import isawaitable
@@ -36,6 +43,7 @@ from types import CoroutineType
 from typing import Any
 
 import gevent
+import gevent.event
 from gevent.hub import Waiter, get_hub
 from gevent.selectors import GeventSelector
 
@@ -49,27 +57,59 @@ log = logging.getLogger("gq.worker.asyncio_loop")
 UNWIND_SECONDS = 5.0
 
 _NO_HOOKS = (None, None)
+_FOREVER = float("inf")
 
 
 class GreenletSelector(GeventSelector):  # type: ignore[misc]  # (gevent is untyped)
     """gevent's selector, which waits on the hub, handing the thread's running loop and
     async generator hooks back while it waits: other greenlets run only then."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: The loop's async generator hooks while it waits in ``select()``, else None: a
+        #: hand-off may take its task's first step in its own greenlet only then.
+        self.parked: tuple[Any, Any] | None = None
+        #: When the ``select()`` in progress ends by itself (``time.monotonic()``, the
+        #: loop's clock): a first step that scheduled nothing earlier need not wake it.
+        self.deadline = 0.0
+        # Set but while a handler greenlet takes a first step (``AsyncioLoop._first_step``).
+        self.unstepped = gevent.event.Event()
+        self.unstepped.set()
+
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
         running = events._get_running_loop()
         hooks = sys.get_asyncgen_hooks()
         events._set_running_loop(None)
         sys.set_asyncgen_hooks(*_NO_HOOKS)
+        self.parked = hooks
         try:
             if timeout is not None and timeout <= 0:
                 # Ready set, gevent's select yields to the hub once and takes what is ready,
                 # with no timer: its select(0) would wait a turn of libev's loop instead.
                 self._ready.set()
                 timeout = None
-            return list(super().select(timeout))
+            self.deadline = _FOREVER
+            if timeout is not None:
+                # To the next whole millisecond, as asyncio's own epoll selector rounds: the
+                # timers due within it end one wait together, not one wait each.
+                now = time.monotonic()
+                self.deadline = math.ceil((now + timeout) * 1000) / 1000
+                timeout = self.deadline - now
+            found = list(super().select(timeout))
+            # A first step that waited on gevent (sync I/O in a coroutine) ends before the
+            # loop takes another: asyncio runs one task's step at a time.
+            self.unstepped.wait()
+            return found
         finally:
+            self.parked = None
             events._set_running_loop(running)
             sys.set_asyncgen_hooks(*hooks)
+
+    def register(self, fileobj: Any, events_: int, data: Any = None) -> Any:
+        key = super().register(fileobj, events_, data)
+        if self.parked is not None:
+            self.wake()  # (from a first step: select() starts its watchers when it begins)
+        return key
 
     def wake(self) -> None:
         """End a ``select()`` in progress (or make the next one return at once)."""
@@ -129,13 +169,49 @@ class AsyncioLoop:
             watchdog.disarm(task)
 
     def _outcome(self, task: asyncio.Task[Any], waiter: Waiter) -> Any:
-        self.selector.wake()
+        if not self._first_step() or self._asleep_past_due():
+            self.selector.wake()
+        elif task.done():
+            return task.result()  # (a coroutine that never waited: no hub turn at all)
         try:
             waiter.get()
         except BaseException:
             self._unwind(task)
             raise
         return task.result()
+
+    def _first_step(self) -> bool:
+        """Take the first step of the task just made (``Task()`` queued it last on the
+        loop) here, in the handler greenlet, when the loop waits in ``select()``: its
+        coroutine starts (and its timers count) now, not after every greenlet the hub
+        runs before the loop's wake-up (a whole batch of hand-offs). Whether it did."""
+        selector, loop = self.selector, self.loop
+        hooks = selector.parked
+        if hooks is None or not selector.unstepped.is_set():
+            return False  # the loop is mid-step, or another first step is
+        step = loop._ready.pop()  # type: ignore[attr-defined]
+        running, own = events._get_running_loop(), sys.get_asyncgen_hooks()
+        events._set_running_loop(loop)
+        sys.set_asyncgen_hooks(*hooks)
+        selector.unstepped.clear()
+        try:
+            step._run()
+        finally:
+            selector.unstepped.set()
+            events._set_running_loop(running)
+            sys.set_asyncgen_hooks(*own)
+        return True
+
+    def _asleep_past_due(self) -> bool:
+        """Whether the loop, parked in ``select()``, would sleep past what a first step
+        left it: callbacks to run now, or a timer due before its wait ends. Most first
+        steps (an ``await`` of I/O or of a later timer) leave neither, and 1,000 of
+        them then cost no wake-up at all."""
+        loop: Any = self.loop
+        if loop._ready:
+            return True
+        scheduled = loop._scheduled
+        return bool(scheduled) and scheduled[0].when() < self.selector.deadline
 
     def _unwind(self, task: asyncio.Task[Any]) -> None:
         """The handler greenlet was interrupted: cancel the task, and wait (bounded) for

@@ -80,8 +80,8 @@ class Consumer:
         self._queue = self._queues[self.queue]
         self.inflight_key = self._queue.keys.inflight(self.id)
         self.context = f"queue={','.join(self.queues)} consumer={self.id}"
-        schedules = check_schedule(periodic)  # a list of gq.Periodic (gq/periodic.py)
-        self._periodic = PeriodicRunner(self._queue, schedules, self.context) if schedules else None
+        entries = check_schedule(periodic)  # a list of gq.Periodic (gq/periodic.py)
+        self._periodic = PeriodicRunner(self._queues, entries, self.context) if entries else None
         self._parts()
         self._between_runs()
         self._running = False

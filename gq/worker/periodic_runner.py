@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Callable
 
 from gq import job as jobs
@@ -38,12 +38,17 @@ class PeriodicRunner:
 
     def __init__(
         self,
-        queue: RedisQueue,
+        queue: RedisQueue | Mapping[str, RedisQueue],
         schedules: Sequence[Periodic],
         context: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._queue = queue
+        # ``queue``: one queue, or the consumer's queues by name, the first the default.
+        served = dict(queue) if isinstance(queue, Mapping) else {queue.keys.name: queue}
+        self._queue = queue = next(iter(served.values()))
+        # Each schedule's own queue (Periodic.queue: a task's, from app.periodic), else
+        # the default; one the consumer does not serve is still written to, on its client.
+        self._queues = {s.name: _queue_of(s, queue, served) for s in schedules}
         self._clock = clock  # monotonic; a test passes one it controls
         self.schedules = list(schedules)
         self._context = context
@@ -73,7 +78,8 @@ class PeriodicRunner:
         return False
 
     def _load(self) -> None:
-        self._cursor.update(self._queue.periodic_cursors(list(self._cursor)))
+        for queue, names in _by_queue(self._queues).items():
+            self._cursor.update(queue.periodic_cursors(names))
         log.info(
             "%s: periodic schedules: %s",
             self._context,
@@ -132,7 +138,7 @@ class PeriodicRunner:
     def _propose(self, schedule: Periodic, occurrence: int) -> PeriodicReply:
         job_id = schedule.job_id(occurrence)
         message = jobs.encode(jobs.Job(job_id, schedule.data), ready_at=occurrence)
-        reply = self._queue.enqueue_periodic(
+        reply = self._queues[schedule.name].enqueue_periodic(
             PeriodicOccurrence(
                 schedule.name,
                 occurrence,
@@ -164,3 +170,18 @@ class PeriodicRunner:
                 if reply.outcome == "skipped"
                 else "its job id is still in the queue",
             )
+
+
+def _queue_of(schedule: Periodic, default: RedisQueue, served: dict[str, RedisQueue]) -> RedisQueue:
+    if schedule.queue is None:
+        return default
+    if schedule.queue not in served:
+        served[schedule.queue] = RedisQueue(default.client, schedule.queue)
+    return served[schedule.queue]
+
+
+def _by_queue(queues: Mapping[str, RedisQueue]) -> dict[RedisQueue, list[str]]:
+    grouped: dict[RedisQueue, list[str]] = {}
+    for name, queue in queues.items():
+        grouped.setdefault(queue, []).append(name)
+    return grouped

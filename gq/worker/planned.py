@@ -32,7 +32,8 @@ def planner_of(handler: object) -> Callable[[Job], Plan] | None:
 def _run(plan: Plan, job: Job) -> object:
     """``plan.run()``, awaited on the asyncio loop when it returns an awaitable (an
     ``async def`` task's): never acknowledged before it has run (SPEC section 15)."""
-    return asyncio_loop.awaited(plan.run(), job)
+    result = plan.run()
+    return None if result is None else asyncio_loop.awaited(result, job)
 
 
 class PlannedRuns:

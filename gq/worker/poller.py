@@ -288,6 +288,15 @@ class Poller:
         for job, message, reason in bad:
             self._outcomes.discard(job, message, reason)
 
+    def reconcile_unsure(self) -> None:
+        """At a stop, the poller gone: reconcile every queue whose fetch was cut short.
+        A kill decided while the poller waited lands on a later turn of the hub, where
+        the poller may be inside its next fetch: Redis took those jobs for this consumer
+        and nobody reads the reply."""
+        for source in self._sources:
+            if source.fetch_unsure:
+                self._reconcile(source)
+
     def _reconcile(self, source: Source) -> None:
         """After a failed fetch: give back the jobs Redis says this consumer holds but
         this process does not (a fetch whose reply was lost). Only the poller fetches,

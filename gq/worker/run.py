@@ -86,7 +86,12 @@ class Run:
         return False
 
     def give_back(self) -> None:
-        """At a stop: requeue the buffered jobs, which never started."""
+        """At a stop, the poller gone: settle what a fetch cut short by the stop took
+        (Poller.reconcile_unsure), then requeue the buffered jobs, which never started."""
+        try:
+            self.poller.reconcile_unsure()
+        except redis.RedisError as exc:  # left in flight: the custodians recover them
+            log.warning("%s: could not reconcile a cut fetch: %s", self._context, describe(exc))
         buffered = self.processor.take_buffered()
         if buffered:
             _give_back(self._queues, self._id, buffered, self._context)
