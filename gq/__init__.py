@@ -26,7 +26,9 @@ if TYPE_CHECKING:
         RateLimited,
         Retry,
         RetryJobError,
+        ResultUnavailable,
         ShutdownTimeoutError,
+        TaskFailed,
         UnknownTaskError,
     )
     from gq.job import Job
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from gq.results import Result
     from gq.task import Signature, Task
     from gq.worker.consumer import Consumer
+    from gq.workflows import chain, group
 
 __version__ = "0.1.0"
 
@@ -66,11 +69,15 @@ __all__ = [
     "Result",
     "Retry",
     "RetryJobError",
+    "ResultUnavailable",
     "ShutdownTimeoutError",
     "Signature",
+    "TaskFailed",
     "Task",
     "UnknownTaskError",
+    "chain",
     "current_job",
+    "group",
 ]
 
 # The public names are imported on first use (PEP 562): `import gq.cli.worker` must import
@@ -88,6 +95,8 @@ _MODULES = {
     "Result": "gq.results",
     "CurrentJob": "gq.dispatch",
     "current_job": "gq.dispatch",
+    "chain": "gq.workflows",
+    "group": "gq.workflows",
 }
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from gq import envelope
 from gq.errors import EnvelopeError, Kill, UnknownTaskError
 from gq.job import Job
+from gq.outcome import GATHER, finisher
 from gq.worker.call import Plan
 
 if TYPE_CHECKING:
@@ -69,8 +70,9 @@ class Dispatcher:
         tasks: Mapping[str, Task[Any, Any]],
         raw: Mapping[str, Callable[[Job], object]],
         now: Callable[[], float],
+        gather: Callable[[Mapping[str, Any]], list[Any]] | None = None,
     ) -> None:
-        self._entries = {name: _Entry(task, now) for name, task in tasks.items()}
+        self._entries = {name: _Entry(task, now, gather) for name, task in tasks.items()}
         self._raw = dict(raw)
 
     def plan(self, job: Job) -> Plan:
@@ -104,9 +106,15 @@ class _Entry:
     """One task, with its options resolved for the worker (task, then app)."""
 
     __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "now",
-                 "runs")  # fmt: skip
+                 "runs", "gather")  # fmt: skip
 
-    def __init__(self, task: Task[Any, Any], now: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        task: Task[Any, Any],
+        now: Callable[[], float],
+        gather: Callable[[Mapping[str, Any]], list[Any]] | None = None,
+    ) -> None:
+        self.gather = gather
         self.fn = task.fn
         self.name = task.name
         self.check = task.binder.check
@@ -122,6 +130,7 @@ class _Entry:
     def plan(self, job: Job, env: envelope.Envelope) -> Plan:
         opts = env.opts
         timeout, retries, backoff = self.timeout, self.retries, self.backoff
+        finish = None
         if opts:
             expires = opts.get("expires")
             if expires is not None and _number(self.name, "expires", expires) <= self.now():
@@ -129,11 +138,33 @@ class _Entry:
             timeout = _number(self.name, "timeout", opts.get("timeout", timeout))
             retries = _count(self.name, opts.get("retries", retries))
             backoff = _number(self.name, "backoff", opts.get("backoff", backoff))
-        if env.kwargs or not self.least <= len(env.args) <= self.most:  # (Binder's fast path)
-            why = self.check(env.args, env.kwargs)
+            if opts.get(GATHER) is not None:
+                return self._callback_plan(job, env, timeout, retries, backoff)
+            finish = finisher(job, env)
+        self._bind(env.args, env.kwargs)
+        return Plan(partial(self.runs, job, env), timeout, retries, backoff, self.name, finish)
+
+    def _bind(self, args: list[Any], kwargs: dict[str, Any]) -> None:
+        if kwargs or not self.least <= len(args) <= self.most:  # (Binder's fast path)
+            why = self.check(args, kwargs)
             if why is not None:
                 raise Kill(f"task {self.name}: the arguments do not bind: {why}")
-        return Plan(partial(self.runs, job, env), timeout, retries, backoff, self.name)
+
+    def _callback_plan(
+        self, job: Job, env: envelope.Envelope, timeout: Any, retries: Any, backoff: Any
+    ) -> Plan:
+        """A group's callback: the members' results, read when it runs, come first."""
+        gather, spec = self.gather, env.opts[GATHER]
+        self._bind([None, *env.args], env.kwargs)  # (the results take the first place)
+        if gather is None:
+            raise Kill(f"task {self.name}: a group callback needs an app's worker")
+
+        def run() -> object:
+            called = envelope.Envelope(env.task, [gather(spec), *env.args], env.kwargs,
+                                       env.opts, env.headers)  # fmt: skip
+            return self.runs(job, called)
+
+        return Plan(run, timeout, retries, backoff, self.name, finisher(job, env))
 
     def run(self, job: Job, env: envelope.Envelope) -> object:
         token = _CURRENT.set((job, env))

@@ -94,6 +94,10 @@ class Job:
     #: How many jobs this one stands for in the metrics' histograms: the sampling's
     #: ``every`` on a job decode() picked, 0 on the others.
     sample_weight = 0
+    #: What acknowledging this job also writes (``gq.outcome.Outcome``: its result, a
+    #: workflow's next step), set by the processor on a task job that keeps one; None
+    #: on the others, whose ack stays the plain one.
+    outcome: Any = None
 
 
 class _Picked(Job):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import redis
 from redis.crc import key_slot
@@ -27,6 +27,10 @@ from gq.store.base import (
     schedule_batches,
 )
 from gq.store.keys import QUEUE_REGISTRY
+from gq.store.outcomes import kill_extras
+
+if TYPE_CHECKING:
+    from gq.outcome import Outcome
 
 # How often a consumer on the embedded server (fakeredis) looks for the signal.
 EMBEDDED_POLL = 0.01
@@ -177,14 +181,18 @@ class RedisQueue(ScriptedQueue):
         *,
         dead_max_jobs: int,
         dead_max_age: float,
+        outcome: Outcome | None = None,
     ) -> bool:
-        """Move an owned job to dead; ``message=None`` keeps the stored (undecodable) one."""
+        """Move an owned job to dead; ``message=None`` keeps the stored (undecodable) one.
+        With ``outcome``, its failure record and follow-ups are written in the same call."""
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.dead, k.data, k.recovered, k.held, k.flow, k.active,
             k.signal, k.cancelled,
         ]  # fmt: skip
         args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
+        if outcome is not None:
+            args += kill_extras(k, job_id, outcome, keys)
         return bool(self._run("kill", keys, args))
 
     def requeue(self, consumer_id: str, ids: Sequence[str]) -> int:

@@ -7,7 +7,7 @@ the fast path: no Plan per job) or a dispatcher, an object with ``plan(job) -> P
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from gq.backoff import backoff
 from gq.errors import Kill, Retry
@@ -24,6 +24,8 @@ class Plan:
     max_attempts: int | None = None
     max_backoff: float | None = None
     task: str = ""
+    #: A task job's ``gq.outcome.Finisher`` (it keeps a result or continues a workflow).
+    finish: Any = None
 
     # Kept by @dataclass (it adds no __init__ to a class that has one): one dict update
     # instead of a frozen dataclass's five object.__setattr__ calls, half the cost of a
@@ -35,10 +37,11 @@ class Plan:
         max_attempts: int | None = None,
         max_backoff: float | None = None,
         task: str = "",
+        finish: Any = None,
     ) -> None:
         self.__dict__.update(
             run=run, timeout=timeout, max_attempts=max_attempts, max_backoff=max_backoff,
-            task=task,
+            task=task, finish=finish,
         )  # fmt: skip
 
 

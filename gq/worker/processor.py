@@ -436,7 +436,9 @@ class Processor(PlannedRuns):
         why = "killed (gq.Kill)" if isinstance(exc, Kill) else "no attempts left, killed"
         log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
                   job.attempt, why, reason, exc_info=exc)  # fmt: skip
-        if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
+        outcome = None if plan is None or plan.finish is None else plan.finish.failed(reason)
+        kill = lambda: self._kill(queue, job.id, message, outcome)  # noqa: E731
+        if self._settle(updated, "kill", KillJobError, kill):
             self.stats.killed += 1
             self.recorders[job.queue].failed("killed")
 
@@ -476,13 +478,16 @@ class Processor(PlannedRuns):
         self.acker.released()  # a retry or kill frees the job's room too
         return True
 
-    def _kill(self, queue: RedisQueue, job_id: str, message: bytes | None) -> bool:
+    def _kill(
+        self, queue: RedisQueue, job_id: str, message: bytes | None, outcome: Any = None
+    ) -> bool:
         return queue.kill(
             self._consumer_id,
             job_id,
             message,
             dead_max_jobs=self._opts.dead_max_jobs,
             dead_max_age=self._opts.dead_max_age,
+            outcome=outcome,
         )
 
 

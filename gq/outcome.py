@@ -1,0 +1,155 @@
+"""What a finished task job leaves behind (SPEC section 16): its result record, and the
+follow-ups of a workflow (the next step of a chain, a group member's count), built here
+in Python and written by the script that acknowledges or kills the job, in that call
+(gq/scripts/lib/outcome.lua).
+
+A record is a MessagePack map: ``status`` ("done" or "failed"), ``task``, ``attempt``,
+``args`` and ``kwargs`` (the call, for the job page), and ``value`` (the return value)
+or ``error`` (why it failed, or why a done job's value could not be kept).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from gq import envelope
+from gq import job as jobs
+from gq.job import Job
+
+#: Workflow opts in the envelope: ``then`` (follow-ups run when the job succeeds),
+#: ``gather`` (a group callback: prepend the members' results).
+THEN = "then"
+GATHER = "gather"
+
+
+def pack(value: Any) -> bytes:
+    """A value as MessagePack (``TypeError`` when it has no form)."""
+    if not envelope.encodable(value):
+        raise TypeError(f"a {type(value).__name__} has no MessagePack form")
+    return msgpack.packb(value, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A kept outcome as read back: ``at`` is the server time the job ended."""
+
+    status: str
+    task: str
+    attempt: int
+    args: list[Any]
+    kwargs: dict[str, Any]
+    value: Any = None
+    error: str | None = None
+    at: float | None = None
+
+    @classmethod
+    def read(cls, packed: bytes, at: bytes | None) -> Record:
+        body = unpack(packed)
+        return cls(
+            body.get("status", "done"), body.get("task", ""), int(body.get("attempt", 0)),
+            body.get("args", []), body.get("kwargs", {}), body.get("value"), body.get("error"),
+            None if at is None else float(at),
+        )  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "task": self.task, "attempt": self.attempt,
+                "args": self.args, "kwargs": self.kwargs, "value": self.value,
+                "error": self.error, "at": self.at}  # fmt: skip
+
+
+@dataclass
+class Op:
+    """One follow-up for lib/outcome.lua: ``kind`` "push", "member" or "fail", on
+    ``queue``'s keys, with its arguments (group id first for "member" and "fail")."""
+
+    kind: str
+    queue: str
+    args: list[Any]
+
+
+@dataclass
+class Outcome:
+    """What the ack (or kill) of one job writes: ``record`` kept ``ttl`` seconds (0: none)
+    and the follow-ups."""
+
+    record: bytes
+    ttl: float
+    ops: list[Op] = field(default_factory=list)
+
+
+class Finisher:
+    """Builds a job's Outcome from its envelope's opts (``result_ttl``, ``then``)."""
+
+    __slots__ = ("job", "env", "ttl", "then")
+
+    def __init__(self, job: Job, env: envelope.Envelope) -> None:
+        self.job = job
+        self.env = env
+        self.ttl = float(env.opts.get("result_ttl") or 0)
+        self.then: list[dict[str, Any]] = list(env.opts.get(THEN) or ())
+
+    def done(self, value: Any) -> Outcome:
+        """The outcome of a success. A value with no MessagePack form is recorded as a
+        failure of the result, not of the job: the work is done, and running it again
+        would repeat it. The workflow stops there (no step can receive that value)."""
+        try:
+            packed = pack(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            why = f"the return value could not be kept: {exc}"
+            return Outcome(self._record("done", error=why), self.ttl, self._failed_ops(why))
+        record = self._record("done", value=value)
+        return Outcome(record, self.ttl, [op for spec in self.then for op in _follow(spec, value, packed)])
+
+    def failed(self, reason: str) -> Outcome:
+        """The outcome of a job that goes to dead: its error kept, its group told."""
+        return Outcome(self._record("failed", error=reason), self.ttl, self._failed_ops(reason))
+
+    def _failed_ops(self, reason: str) -> list[Op]:
+        members = [s for s in self.then if s.get("kind") == "member"]
+        return [Op("fail", s["queue"], [s["group"], self.job.id, s["keep"]]) for s in members]
+
+    def _record(self, status: str, *, value: Any = None, error: str | None = None) -> bytes:
+        body: dict[str, Any] = {"status": status, "task": self.env.task,
+                                "attempt": self.job.attempt, "args": self.env.args,
+                                "kwargs": self.env.kwargs}  # fmt: skip
+        if error is None:
+            body["value"] = value
+        else:
+            body["error"] = error[: jobs.MAX_ERROR_CHARS]
+        return msgpack.packb(body, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+
+
+def _follow(spec: dict[str, Any], value: Any, packed: bytes) -> list[Op]:
+    kind = spec.get("kind")
+    if kind == "member":
+        return [Op("member", spec["queue"], [spec["group"], spec["index"], packed, spec["keep"]])]
+    if kind == "step":
+        return [Op("push", spec["queue"], [spec["id"], step_message(spec, value)])]
+    return []
+
+
+def step_message(spec: dict[str, Any], value: Any) -> bytes:
+    """The next step's message: its call, with the previous value first unless ``.si``."""
+    args = list(spec.get("args") or ())
+    if spec.get("pass", True):
+        args.insert(0, value)
+    data = envelope.encode(spec["task"], args, spec.get("kwargs") or {}, spec.get("opts"),
+                           spec.get("headers"))  # fmt: skip
+    return jobs.encode(Job(spec["id"], data), ready_at=time.time())
+
+
+def finisher(job: Job, env: envelope.Envelope) -> Finisher | None:
+    """The job's Finisher when it keeps a result or continues a workflow, else None (the
+    plain ack, at no cost)."""
+    opts = env.opts
+    if opts and (opts.get("result_ttl") or opts.get(THEN)):
+        return Finisher(job, env)
+    return None
