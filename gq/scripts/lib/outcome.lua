@@ -12,6 +12,16 @@
 --   "fail"   k member keep_ms gid chan       KEYS[k..k+1] group, waiting
 local INDEX_MAX = 1000
 
+-- The n keys from KEYS[k] on (an entry names them by their first index).
+local function keys_from(k, n)
+  local found = {}
+  for i = 1, n do
+    found[i] = KEYS[k]
+    k = k + 1
+  end
+  return found
+end
+
 local function tell_waiters(waiting_key, channel, name)
   if redis.call('ZSCORE', waiting_key, name) then
     redis.call('ZREM', waiting_key, name)
@@ -22,9 +32,10 @@ end
 -- The next job of a workflow: stored and queued unless its id exists (a deterministic id
 -- and the same duplicate refusal as push.lua), so it is enqueued once.
 local function push_follow_up(k, id, message)
-  if redis.call('HSETNX', KEYS[k], id, message) == 1 then
-    redis.call('RPUSH', KEYS[k + 1], id)
-    raise_signal_unless_paused(KEYS[k + 3], KEYS[k + 2])
+  local data, active, signal, flow = unpack(keys_from(k, 4), 1, 4)
+  if redis.call('HSETNX', data, id, message) == 1 then
+    redis.call('RPUSH', active, id)
+    raise_signal_unless_paused(flow, signal)
   end
 end
 
@@ -32,19 +43,21 @@ end
 -- left lowered; at zero the callback stored at enqueue (if any) is queued.
 local function member_done(k, field, value, keep_ms, gid, channel)
   local group = KEYS[k]
+  local waiting = keys_from(k, 6)[6]
   if redis.call('HSETNX', group, field, value) == 0 then return end
   local left = redis.call('HINCRBY', group, 'left', -1)
   redis.call('PEXPIRE', group, keep_ms)
   if left > 0 then return end
   local cb_id = redis.call('HGET', group, 'cb_id')
   if cb_id then push_follow_up(k + 1, cb_id, redis.call('HGET', group, 'cb_msg')) end
-  tell_waiters(KEYS[k + 5], channel, gid)
+  tell_waiters(waiting, channel, gid)
 end
 
 local function member_failed(k, member, keep_ms, gid, channel)
-  redis.call('HSETNX', KEYS[k], 'failed', member)
-  redis.call('PEXPIRE', KEYS[k], keep_ms)
-  tell_waiters(KEYS[k + 1], channel, gid)
+  local group, waiting = unpack(keys_from(k, 2), 1, 2)
+  redis.call('HSETNX', group, 'failed', member)
+  redis.call('PEXPIRE', group, keep_ms)
+  tell_waiters(waiting, channel, gid)
 end
 
 -- Apply the entry at ARGV[at] for job `id`; returns the index after it.
@@ -53,13 +66,14 @@ local function apply_outcome(at, id, now, waiting_key, index_key, channel)
     tonumber(ARGV[at + 3])
   at = at + 4
   if rk > 0 then
-    redis.call('HSET', KEYS[rk], 'r', record, 'at', tostring(now))
-    redis.call('PEXPIRE', KEYS[rk], ttl_ms)
+    local k = rk
+    redis.call('HSET', KEYS[k], 'r', record, 'at', tostring(now))
+    redis.call('PEXPIRE', KEYS[k], ttl_ms)
     redis.call('ZADD', index_key, now, id)
   end
   for _ = 1, ops do
     local kind, k = ARGV[at], tonumber(ARGV[at + 1])
-    if kind == 'push' then
+    if kind == 'push' then  -- (each kind's size is fixed: ack_results.lua skips by it)
       push_follow_up(k, ARGV[at + 2], ARGV[at + 3])
       at = at + 4
     elseif kind == 'member' then
