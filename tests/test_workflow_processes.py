@@ -1,0 +1,76 @@
+"""Workflows across a real SIGKILL (SPEC section 16): a worker killed between running a
+step (or a group member) and acknowledging it runs it again elsewhere, and the next step
+(or the callback) is still enqueued exactly once. Real gq-worker processes, real Redis."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gq
+from tests.cli_support import ROOT, env_for
+from tests.faults import FAST, LAUNCHER
+from tests.helpers import RedisServer, stop_process, wait_until
+from tests.workflow_app import build
+
+pytestmark = [pytest.mark.timeout(90), pytest.mark.real_redis]
+
+
+def _worker(tmp_path: Path, url: str, queue: str) -> subprocess.Popen[bytes]:
+    log = open(tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log", "wb")
+    return subprocess.Popen(
+        [*LAUNCHER, "tests.workflow_app:app", "--url", url, *FAST],
+        cwd=ROOT, env=env_for(None, queue, url), stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def _runs(client: Any, queue: str) -> Counter[str]:
+    return Counter(r.decode() for r in client.lrange(f"{queue}:test:runs", 0, -1))
+
+
+def _crash_then_recover(tmp_path: Path, redis_server: RedisServer, queue: str) -> subprocess.Popen[bytes]:
+    doomed = _worker(tmp_path, redis_server.url, queue)
+    wait_until(lambda: doomed.poll() is not None, 30, message="the worker killed itself")
+    assert doomed.returncode == -9
+    return _worker(tmp_path, redis_server.url, queue)
+
+
+def test_chain_step_killed_before_its_ack_enqueues_the_next_once(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    queue = f"wf_{uuid.uuid4().hex[:8]}"
+    app = build(queue, redis_server.url)
+    t = app.tasks
+    r = gq.chain(t["first"].s("a"), t["step"].s("die"), t["step"].s("c")).enqueue()
+    survivor = _crash_then_recover(tmp_path, redis_server, queue)
+    try:
+        assert r.get(timeout=30) == "a>die>c"
+        runs = _runs(redis_server.client(), queue)
+        assert runs["step-die"] == 2  # ran again after the crash (at-least-once)
+        assert runs["first"] == 1 and runs["step-c"] == 1  # the next step once
+    finally:
+        stop_process(survivor)
+
+
+def test_group_member_killed_before_its_ack_runs_the_callback_once(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    queue = f"wf_{uuid.uuid4().hex[:8]}"
+    app = build(queue, redis_server.url)
+    t = app.tasks
+    members = [t["member"].s(i, "die" if i == 0 else "ok") for i in range(5)]
+    r = gq.group(members).then(t["callback"].s()).enqueue()
+    survivor = _crash_then_recover(tmp_path, redis_server, queue)
+    try:
+        assert r.get(timeout=30) == sum(range(5))
+        runs = _runs(redis_server.client(), queue)
+        assert runs["member-0"] == 2 and runs["callback"] == 1
+        left = redis_server.client().hget(f"{queue}:group:{r.id}", "left")
+        assert left == b"0"  # each member counted once, the re-run's included
+    finally:
+        stop_process(survivor)
