@@ -16,6 +16,7 @@ from gq.cli import (
     dashboard_cmd,
     demo,
     flow_cmd,
+    job_cmd,
     jobs_cmd,
     logs,
     metrics_cmd,
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_consumers(commands, conn)
     flow_cmd.add_parsers(commands, conn)
     periodic_cmd.add_parser(commands, conn)
+    job_cmd.add_parser(commands, conn)
     demo.add_parser(commands)
     dashboard_cmd.add_parser(commands)
     metrics_cmd.add_parser(commands)
