@@ -74,3 +74,25 @@ def test_group_member_killed_before_its_ack_runs_the_callback_once(
         assert left == b"0"  # each member counted once, the re-run's included
     finally:
         stop_process(survivor)
+
+
+def test_get_in_os_threads_and_aget_under_asyncio_in_a_plain_program(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    import json
+    import sys
+
+    queue = f"wf_{uuid.uuid4().hex[:8]}"
+    worker = _worker(tmp_path, redis_server.url, queue)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.results_client", redis_server.url, queue],
+            cwd=ROOT, capture_output=True, timeout=60, text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        shown = json.loads(done.stdout)
+        assert shown["threads"] == list(range(8))
+        assert shown["asyncio"] == [f"a{i}" for i in range(4)]
+        assert shown["thread_names"].count("gq-results") == 1  # one subscriber for them all
+    finally:
+        stop_process(worker)

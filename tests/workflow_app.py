@@ -46,6 +46,10 @@ def build(queue: str, url: str | None = None) -> gq.App:
         note("callback", "")
         return sum(results)
 
+    @app.task(name="echo", result_ttl=60)
+    def echo(value: Any) -> Any:
+        return value
+
     return app
 
 
