@@ -11,7 +11,7 @@ or ``error`` (why it failed, or why a done job's value could not be kept).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -24,6 +24,13 @@ from gq.job import Job
 #: ``gather`` (a group callback: prepend the members' results).
 THEN = "then"
 GATHER = "gather"
+
+# One Packer for every record: its pack() is one C call that holds the GIL (no other
+# thread or greenlet runs in between), at half packb's cost per call.
+_packb = msgpack.Packer(use_bin_type=True, datetime=True).pack
+_TTL_MS: dict[float, str] = {}
+_encodable = envelope.encodable
+_NO_THEN: list[dict[str, Any]] = []
 
 
 def pack(value: Any) -> bytes:
@@ -51,8 +58,12 @@ class Record:
     at: float | None = None
 
     @classmethod
-    def read(cls, packed: bytes, at: bytes | None) -> Record:
-        body = unpack(packed)
+    def read(cls, stored: bytes) -> Record:
+        """A record as lib/outcome.lua stores it: the end time (a MessagePack str of
+        server seconds), then the record's map."""
+        unpacker = msgpack.Unpacker(raw=False, timestamp=3, strict_map_key=False)
+        unpacker.feed(stored)
+        at, body = next(unpacker), next(unpacker)
         return cls(
             body.get("status", "done"), body.get("task", ""), int(body.get("attempt", 0)),
             body.get("args", []), body.get("kwargs", {}), body.get("value"), body.get("error"),
@@ -75,14 +86,23 @@ class Op:
     args: list[Any]
 
 
-@dataclass
 class Outcome:
     """What the ack (or kill) of one job writes: ``record`` kept ``ttl`` seconds (0: none)
-    and the follow-ups."""
+    and the follow-ups. (A plain class: one is built for every job that keeps a result.)"""
 
-    record: bytes
-    ttl: float
-    ops: list[Op] = field(default_factory=list)
+    __slots__ = ("record", "ttl", "ttl_ms", "ops")
+
+    def __init__(self, record: bytes, ttl: float, ops: list[Op] | None = None) -> None:
+        self.record = record
+        self.ttl = ttl
+        ttl_ms = _TTL_MS.get(ttl)
+        if ttl_ms is None:
+            ttl_ms = _TTL_MS[ttl] = str(max(1, int(ttl * 1000))) if ttl > 0 else "0"
+        self.ttl_ms = ttl_ms
+        self.ops = ops or _NO_OPS
+
+
+_NO_OPS: list[Op] = []
 
 
 class Finisher:
@@ -94,18 +114,22 @@ class Finisher:
         self.job = job
         self.env = env
         self.ttl = float(env.opts.get("result_ttl") or 0)
-        self.then: list[dict[str, Any]] = list(env.opts.get(THEN) or ())
+        self.then: list[dict[str, Any]] = env.opts.get(THEN) or _NO_THEN
 
     def done(self, value: Any) -> Outcome:
         """The outcome of a success. A value with no MessagePack form is recorded as a
         failure of the result, not of the job: the work is done, and running it again
         would repeat it. The workflow stops there (no step can receive that value)."""
         try:
-            packed = pack(value)
+            if not _encodable(value):
+                raise TypeError(f"a {type(value).__name__} has no MessagePack form")
+            record = self._record("done", value=value)
         except (TypeError, ValueError, OverflowError) as exc:
             why = f"the return value could not be kept: {exc}"
             return Outcome(self._record("done", error=why), self.ttl, self._failed_ops(why))
-        record = self._record("done", value=value)
+        if not self.then:
+            return Outcome(record, self.ttl)
+        packed = pack(value)
         return Outcome(record, self.ttl, [op for spec in self.then for op in _follow(spec, value, packed)])
 
     def failed(self, reason: str) -> Outcome:
@@ -117,14 +141,14 @@ class Finisher:
         return [Op("fail", s["queue"], [s["group"], self.job.id, s["keep"]]) for s in members]
 
     def _record(self, status: str, *, value: Any = None, error: str | None = None) -> bytes:
-        body: dict[str, Any] = {"status": status, "task": self.env.task,
-                                "attempt": self.job.attempt, "args": self.env.args,
-                                "kwargs": self.env.kwargs}  # fmt: skip
+        env = self.env
         if error is None:
-            body["value"] = value
+            body = {"status": status, "value": value, "task": env.task,
+                    "attempt": self.job.attempt, "args": env.args, "kwargs": env.kwargs}  # fmt: skip
         else:
-            body["error"] = error[: jobs.MAX_ERROR_CHARS]
-        return msgpack.packb(body, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+            body = {"status": status, "error": error[: jobs.MAX_ERROR_CHARS], "task": env.task,
+                    "attempt": self.job.attempt, "args": env.args, "kwargs": env.kwargs}  # fmt: skip
+        return _packb(body)  # type: ignore[no-any-return]
 
 
 def _follow(spec: dict[str, Any], value: Any, packed: bytes) -> list[Op]:

@@ -76,10 +76,14 @@ class Subscriber:
             try:
                 self._listen(self._client.pubsub())
             except Exception as exc:  # noqa: BLE001 - a lost connection: the looks cover it
+                with self._lock:
+                    for ready in self._wanted.values():
+                        ready.clear()
+                    self._asked.clear()
+                    if not self._wakes:  # nobody waits: the next watch starts a new thread
+                        self._thread = None
+                        return
                 log.warning("results subscriber: %s; subscribing again", exc)
-                for ready in self._wanted.values():
-                    ready.clear()
-                self._asked.clear()
                 time.sleep(LOOK)
 
     def _listen(self, pubsub: Any) -> None:

@@ -20,8 +20,9 @@ if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 redis.call('HDEL', KEYS[4], ARGV[1])
 forget_cancels(KEYS[9], {ARGV[1]})
 if #ARGV >= 6 then
-  apply_outcome(6, ARGV[1], now, KEYS[10], KEYS[11], ARGV[5])
-  trim_results(KEYS[11])
+  local _, _, keeps = apply_outcome(6, 12, ARGV[1], time_str(now), KEYS[10], ARGV[5],
+    redis.call('EXISTS', KEYS[10]) == 1)
+  if keeps then index_results(KEYS[11], {ARGV[1]}) end
 end
 trim_dead(KEYS[2], KEYS[3], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
 note_held(KEYS[5], KEYS[1])

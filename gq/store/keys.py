@@ -107,12 +107,13 @@ class QueueKeys:
     # -- results and workflows (SPEC section 16, gq/scripts/lib/outcome.lua) ------------
 
     def result(self, job_id: str) -> str:
-        """gq's own key: the outcome of a finished job that keeps one (hash: r, at)."""
+        """gq's own key: the outcome of a finished job that keeps one (its end time, then
+        its record: gq/scripts/lib/outcome.lua)."""
         return f"{self.name}:result:{job_id}"
 
     @property
     def results(self) -> str:
-        """gq's own key: id -> end time of the most recent kept results (the newest 1000)."""
+        """gq's own key: the ids of the most recent kept results, newest first (1000)."""
         return f"{self.name}:results"
 
     @property

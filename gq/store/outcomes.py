@@ -28,24 +28,24 @@ def _ms(seconds: float) -> int:
 
 def entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> list[Any]:
     """The ARGV entry of lib/outcome.lua for one job, appending the keys it names."""
-    rk = 0
     if out.ttl > 0:
         keys.append(queue.result(job_id))
-        rk = len(keys)
-    args: list[Any] = [rk, _ms(out.ttl) if rk else 0, out.record if rk else b"", len(out.ops)]
+    if not out.ops:
+        return [out.ttl_ms, out.record if out.ttl > 0 else b"", 0]
+    args: list[Any] = [out.ttl_ms, out.record if out.ttl > 0 else b"", len(out.ops)]
     for op in out.ops:
-        k, start = QueueKeys(op.queue), len(keys) + 1
+        k = QueueKeys(op.queue)
         if op.kind == "push":
             keys.extend([k.data, k.active, k.signal, k.flow])
-            args += ["push", start, *op.args]
+            args += ["push", *op.args]
         elif op.kind == "member":
             gid, index, packed, keep = op.args
             keys.extend([k.group(gid), k.data, k.active, k.signal, k.flow, k.waiting])
-            args += ["member", start, f"r:{index}", packed, _ms(keep), gid, k.channel]
+            args += ["member", f"r:{index}", packed, _ms(keep), gid, k.channel]
         else:
             gid, member, keep = op.args
             keys.extend([k.group(gid), k.waiting])
-            args += ["fail", start, member, _ms(keep), gid, k.channel]
+            args += ["fail", member, _ms(keep), gid, k.channel]
     return args
 
 
@@ -87,12 +87,12 @@ def read_state(queue: ScriptedQueue, job_id: str) -> State:
     """One round trip: the id's record, message, and dead and scheduled membership."""
     k = queue.keys
     pipe: Any = queue.client.pipeline(transaction=False)
-    pipe.hmget(k.result(job_id), ["r", "at"])
+    pipe.get(k.result(job_id))
     pipe.hget(k.data, job_id)
     pipe.zscore(k.dead, job_id)
     pipe.zscore(k.scheduled, job_id)
-    (packed, at), message, dead, scheduled = pipe.execute()
-    record = None if packed is None else Record.read(packed, at)
+    stored, message, dead, scheduled = pipe.execute()
+    record = None if stored is None else Record.read(stored)
     return State(record, message, dead is not None, scheduled is not None)
 
 
@@ -171,9 +171,10 @@ def start_group(
 def recent(queue: ScriptedQueue, count: int) -> list[tuple[str, Record]]:
     """The most recent finished jobs that kept a result (and still have it), newest first."""
     client: Any = queue.client
-    ids = [as_text(i) for i in client.zrevrange(queue.keys.results, 0, max(0, count - 1))]
+    listed = [as_text(i) for i in client.lrange(queue.keys.results, 0, max(0, count * 2 - 1))]
+    ids = list(dict.fromkeys(listed))  # (a job kept twice: retried from dead, say)
     pipe: Any = client.pipeline(transaction=False)
     for job_id in ids:
-        pipe.hmget(queue.keys.result(job_id), ["r", "at"])
+        pipe.get(queue.keys.result(job_id))
     found = zip(ids, pipe.execute()) if ids else iter(())
-    return [(i, Record.read(r, at)) for i, (r, at) in found if r is not None]
+    return [(i, Record.read(stored)) for i, stored in found if stored is not None][:count]

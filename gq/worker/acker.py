@@ -142,6 +142,8 @@ class Acker:
         pending = self._pending
         if not pending:
             return []
+        if self._keeping == len(pending):
+            return []  # every pending ack writes an outcome: none rides on a fetch
         if self._single is not None and not self._keeping:
             taken, self._pending = pending[:MAX_BATCH], pending[MAX_BATCH:]
         else:
