@@ -151,3 +151,18 @@ def test_many_waiters_share_one_subscriber(backend: Backend, run_app: Any) -> No
     from gq import waiting
 
     assert len({id(s[2]) for s in waiting._SUBSCRIBERS.values()}) >= 1
+
+
+def test_results_under_a_concurrency_limit_drain_every_job(backend: Backend, run_app: Any) -> None:
+    # Acks that write a result never ride on a fetch: the poller at the limit must still
+    # learn of the room they free.
+    app = make_app(backend)
+
+    @app.task(result_ttl=60)
+    def one(i: int) -> int:
+        return i
+
+    gq.Queue(backend.queue, client=backend.client()).set_limits(concurrency=2)
+    rs = one.enqueue_many([(i,) for i in range(60)])
+    run_app(app, processor_concurrency=10)
+    assert [r.get(timeout=20) for r in rs] == list(range(60))

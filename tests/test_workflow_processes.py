@@ -33,11 +33,20 @@ def _runs(client: Any, queue: str) -> Counter[str]:
     return Counter(r.decode() for r in client.lrange(f"{queue}:test:runs", 0, -1))
 
 
-def _crash_then_recover(tmp_path: Path, redis_server: RedisServer, queue: str) -> subprocess.Popen[bytes]:
+def _across_a_crash(
+    tmp_path: Path, redis_server: RedisServer, queue: str, handle: Any, expected: Any
+) -> Counter[str]:
+    """Run the workflow ``handle`` on a worker that SIGKILLs itself, then on a survivor
+    that recovers its jobs; check its value; the runs of each task."""
     doomed = _worker(tmp_path, redis_server.url, queue)
     wait_until(lambda: doomed.poll() is not None, 30, message="the worker killed itself")
     assert doomed.returncode == -9
-    return _worker(tmp_path, redis_server.url, queue)
+    survivor = _worker(tmp_path, redis_server.url, queue)
+    try:
+        assert handle.get(timeout=30) == expected
+        return _runs(redis_server.client(), queue)
+    finally:
+        stop_process(survivor)
 
 
 def test_chain_step_killed_before_its_ack_enqueues_the_next_once(
@@ -47,14 +56,9 @@ def test_chain_step_killed_before_its_ack_enqueues_the_next_once(
     app = build(queue, redis_server.url)
     t = app.tasks
     r = gq.chain(t["first"].s("a"), t["step"].s("die"), t["step"].s("c")).enqueue()
-    survivor = _crash_then_recover(tmp_path, redis_server, queue)
-    try:
-        assert r.get(timeout=30) == "a>die>c"
-        runs = _runs(redis_server.client(), queue)
-        assert runs["step-die"] == 2  # ran again after the crash (at-least-once)
-        assert runs["first"] == 1 and runs["step-c"] == 1  # the next step once
-    finally:
-        stop_process(survivor)
+    runs = _across_a_crash(tmp_path, redis_server, queue, r, "a>die>c")
+    assert runs["step-die"] == 2  # ran again after the crash (at-least-once)
+    assert runs["first"] == 1 and runs["step-c"] == 1  # the next step once
 
 
 def test_group_member_killed_before_its_ack_runs_the_callback_once(
@@ -65,15 +69,10 @@ def test_group_member_killed_before_its_ack_runs_the_callback_once(
     t = app.tasks
     members = [t["member"].s(i, "die" if i == 0 else "ok") for i in range(5)]
     r = gq.group(members).then(t["callback"].s()).enqueue()
-    survivor = _crash_then_recover(tmp_path, redis_server, queue)
-    try:
-        assert r.get(timeout=30) == sum(range(5))
-        runs = _runs(redis_server.client(), queue)
-        assert runs["member-0"] == 2 and runs["callback"] == 1
-        left = redis_server.client().hget(f"{queue}:group:{r.id}", "left")
-        assert left == b"0"  # each member counted once, the re-run's included
-    finally:
-        stop_process(survivor)
+    runs = _across_a_crash(tmp_path, redis_server, queue, r, sum(range(5)))
+    assert runs["member-0"] == 2 and runs["callback"] == 1
+    left = redis_server.client().hget(f"{queue}:group:{r.id}", "left")
+    assert left == b"0"  # each member counted once, the re-run's included
 
 
 def test_get_in_os_threads_and_aget_under_asyncio_in_a_plain_program(

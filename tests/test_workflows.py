@@ -142,36 +142,36 @@ def test_callback_whose_task_is_unknown_at_the_worker(backend: Backend, run_app:
         r.get(timeout=10)
 
 
-def test_chain_and_group_run_under_eager() -> None:
-    app = gq.App(url="redis://127.0.0.1:1/0")
+def _local_app() -> gq.App:
+    app = gq.App(url="redis://127.0.0.1:1/0")  # never reached: eager and testing.worker
 
-    @app.task
+    @app.task(name="add")
     def add(a: int, b: int) -> int:
         return a + b
 
-    @app.task
+    @app.task(name="total")
     def total(values: list[int]) -> int:
         return sum(values)
 
+    return app
+
+
+def _both(app: gq.App) -> tuple[Any, Any]:
+    add, total = app.tasks["add"], app.tasks["total"]
+    return (gq.chain(add.s(1, 2), add.s(10)).enqueue(),
+            gq.group(add.s(1, 1), add.s(2, 2)).then(total.s()).enqueue())  # fmt: skip
+
+
+def test_chain_and_group_run_under_eager() -> None:
+    app = _local_app()
     with testing.eager(app):
-        assert gq.chain(add.s(1, 2), add.s(10)).enqueue().get() == 13
-        assert gq.group(add.s(1, 1), add.s(2, 2)).then(total.s()).enqueue().get() == 6
+        chained, grouped = _both(app)
+        assert (chained.get(), grouped.get()) == (13, 6)
 
 
 def test_chain_and_group_under_testing_worker() -> None:
-    app = gq.App(url="redis://127.0.0.1:1/0")
-
-    @app.task
-    def add(a: int, b: int) -> int:
-        return a + b
-
-    @app.task
-    def total(values: list[int]) -> int:
-        return sum(values)
-
+    app = _local_app()
     with testing.worker(app) as worker:
-        c = gq.chain(add.s(1, 2), add.s(10)).enqueue()
-        g = gq.group(add.s(1, 1), add.s(2, 2)).then(total.s()).enqueue()
+        chained, grouped = _both(app)
         worker.drain()
-        assert c.get(timeout=1) == 13
-        assert g.get(timeout=1) == 6
+        assert (chained.get(timeout=1), grouped.get(timeout=1)) == (13, 6)
