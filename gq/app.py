@@ -16,6 +16,7 @@ from gq.periodic import Periodic
 from gq.producer import DEFAULT_MAX_MESSAGE_BYTES, ProducerCore
 from gq.results import Result
 from gq.store.config import check_queue_name, resolve_client
+from gq.store.outcomes import gathered
 from gq.store.tasks import TaskQueue
 from gq.task import Call, P, R, Signature, Task
 from gq.taskopts import TaskOptions, split
@@ -266,8 +267,6 @@ class App:
 
     def gather_results(self, spec: Mapping[str, Any]) -> list[Any]:
         """A group callback's first argument: its members' results, in order."""
-        from gq.workflows import gathered
-
         return gathered(self._store(spec["queue"])[0], spec["group"], int(spec["n"]))
 
     def __repr__(self) -> str:

@@ -189,7 +189,8 @@ class _Entry:
     def _keep(self, job: Job, result: object) -> None:
         if not envelope.encodable(result):
             # Not a failure: the task's work is done, and running it again would repeat
-            # it. Results are not kept yet (section 16 will record this on the job).
+            # it. A task that keeps results records it as a failure of the result
+            # (gq.outcome.Finisher.done).
             log.error("task %s job %s returned a value without a MessagePack form (%s): "
                       "not kept", self.name, job.id, type(result).__name__)  # fmt: skip
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar, cast
+from typing import Any, Callable, Generic, Protocol, TypeVar, cast
 
 from gq import job as jobs
 from gq import waiting
@@ -21,8 +21,12 @@ from gq.store.base import ScriptedQueue
 from gq.store.keys import QueueKeys
 from gq.store.outcomes import State, read_state, status_of, wait_for
 
-if TYPE_CHECKING:
-    from gq.app import App
+
+
+class App(Protocol):
+    """What a Result needs of its ``gq.App``: the store of a queue."""
+
+    def _store(self, queue: str) -> tuple[Any, Any]: ...
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -116,7 +120,8 @@ class Result(Generic[R]):
         return self._app
 
     def _store(self, queue: str) -> ScriptedQueue:
-        return self._app_of()._store(queue)[0]
+        store: ScriptedQueue = self._app_of()._store(queue)[0]
+        return store
 
     def __repr__(self) -> str:
         return f"Result(id={self.id!r}, queue={self.queue!r}, task={self.task!r})"

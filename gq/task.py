@@ -54,12 +54,6 @@ class Signature(Generic[R]):
         self.kwargs = kwargs
         self.immutable = immutable
 
-    def then(self, step: Signature[Any]) -> Any:
-        """A chain of this call and ``step`` (gq.chain), which runs once this succeeded."""
-        from gq.workflows import Chain
-
-        return Chain([self, step])
-
     def enqueue(self) -> Result[R]:
         """Enqueue this call with its task's options."""
         return self.task.call().enqueue(*self.args, **self.kwargs)

@@ -23,10 +23,10 @@ from typing import Any, Callable, Union
 from gq import envelope
 from gq.errors import ResultUnavailable, TaskFailed
 from gq.job import Job
-from gq.outcome import GATHER, THEN, unpack
+from gq.outcome import GATHER, THEN
 from gq.results import Result, look, settled, wait, await_
 from gq.store.base import ScriptedQueue
-from gq.store.outcomes import group_state, group_values, read_state, start_group
+from gq.store.outcomes import gathered, group_state, read_state, start_group
 from gq.task import Signature
 from gq.taskopts import wire
 
@@ -171,14 +171,6 @@ class Group:
         core = _app(cb)._store(cb.task.queue)[1]
         cb_id = f"{gid}.then"
         return cb_id, core._encode(Job(cb_id, data), time.time())
-
-
-def gathered(store: ScriptedQueue, group_id: str, size: int) -> list[Any]:
-    """The members' results of a group, in order (a callback's first argument)."""
-    values = group_values(store, group_id, size)
-    if any(value is None for value in values):
-        raise ResultUnavailable(f"group {group_id}: its members' results expired (result_ttl)")
-    return [unpack(value) for value in values if value is not None]
 
 
 # -- handles --------------------------------------------------------------------------

@@ -166,3 +166,18 @@ def test_results_under_a_concurrency_limit_drain_every_job(backend: Backend, run
     rs = one.enqueue_many([(i,) for i in range(60)])
     run_app(app, processor_concurrency=10)
     assert [r.get(timeout=20) for r in rs] == list(range(60))
+
+
+def test_an_async_task_keeps_its_awaited_value(backend: Backend, run_app: Any) -> None:
+    import asyncio
+
+    app = make_app(backend)
+
+    @app.task(result_ttl=60)
+    async def later(x: int) -> int:
+        await asyncio.sleep(0.01)
+        return x + 1
+
+    r = later.enqueue(1)
+    run_app(app)
+    assert r.get(timeout=10) == 2

@@ -63,7 +63,7 @@ def test_chain_passes_each_value_across_queues(backend: Backend, run_app: Any) -
 def test_si_ignores_the_previous_value_and_then_appends(backend: Backend, run_app: Any) -> None:
     app, _ = _app(backend)
     t = app.tasks
-    r = t["fetch"].s("a").then(t["ping"].si()).enqueue()
+    r = gq.chain(t["fetch"].s("a")).then(t["ping"].si()).enqueue()
     run_app(app)
     assert r.get(timeout=10) == "pong"
 

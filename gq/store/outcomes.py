@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gq.outcome import Outcome, Record
+from gq.errors import ResultUnavailable
+from gq.outcome import Outcome, Record, unpack
 from gq.store.base import MAX_BATCH, ScriptedQueue, as_text, chunks
 from gq.store.keys import QueueKeys
 
@@ -153,6 +154,14 @@ def group_values(queue: ScriptedQueue, group_id: str, size: int) -> list[bytes |
     for batch in chunks(range(size), MAX_BATCH):
         pipe.hmget(key, [f"r:{i}" for i in batch])
     return [value for reply in pipe.execute() for value in reply]
+
+
+def gathered(store: ScriptedQueue, group_id: str, size: int) -> list[Any]:
+    """The members' results of a group, in order (a callback's first argument)."""
+    values = group_values(store, group_id, size)
+    if any(value is None for value in values):
+        raise ResultUnavailable(f"group {group_id}: its members' results expired (result_ttl)")
+    return [unpack(value) for value in values if value is not None]
 
 
 def start_group(
