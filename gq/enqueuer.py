@@ -64,7 +64,7 @@ class Batch:
     def results(self, replies: Sequence[bool | str]) -> list[Result[Any]]:
         """A Result per job: the new job, or the unfinished one holding its lock."""
         queue, name = self.call.queue, self.call.task.name
-        app, keeps = self.call.task.app, self.call.options.result_ttl is not None
+        app, keeps = self.call.task.app, bool(self.call.options.result_ttl)
         refused = [job for job, reply in zip(self.jobs, replies) if reply is False]
         if refused:
             raise JobAlreadyExistsError(refused[0], refused)

@@ -35,7 +35,8 @@ class TaskOptions:
     ``retries`` (int >= 0: runs after the first failure, so at most ``retries + 1`` runs),
     ``backoff`` (s, > 0: the cap of the retry delay), ``timeout`` (s, > 0), ``unique_for``
     (s, > 0), ``unique_key`` (str), ``expires`` (s from the enqueue, > 0, or an aware
-    datetime), ``result_ttl`` (s, > 0; section 16), ``group`` (str; section 17)."""
+    datetime), ``result_ttl`` (s, > 0, or 0 for none; section 16), ``group`` (str;
+    section 17)."""
 
     retries: int | None = None
     backoff: float | None = None
@@ -47,8 +48,11 @@ class TaskOptions:
     group: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("backoff", "timeout", "unique_for", "result_ttl"):
+        for name in ("backoff", "timeout", "unique_for"):
             object.__setattr__(self, name, _seconds(name, getattr(self, name)))
+        # 0 keeps no result: a task's way to override an app's default (SPEC section 16).
+        if self.result_ttl not in (0, None) or isinstance(self.result_ttl, bool):
+            object.__setattr__(self, "result_ttl", _seconds("result_ttl", self.result_ttl))
         _check_retries(self.retries)
         for name in ("unique_key", "group"):
             value = getattr(self, name)
@@ -107,7 +111,7 @@ def wire(options: TaskOptions, now: Callable[[], float], lock: str | None) -> di
         opts["expires"] = expires.timestamp() if isinstance(expires, datetime) else now() + expires
     if lock is not None:
         opts["unique"] = lock
-    if options.result_ttl is not None:
+    if options.result_ttl:
         opts["result_ttl"] = options.result_ttl
     if options.group is not None:
         opts["group"] = options.group

@@ -181,3 +181,23 @@ def test_an_async_task_keeps_its_awaited_value(backend: Backend, run_app: Any) -
     r = later.enqueue(1)
     run_app(app)
     assert r.get(timeout=10) == 2
+
+
+def test_result_ttl_0_on_a_task_overrides_the_apps_default(backend: Backend, run_app: Any) -> None:
+    app = make_app(backend, result_ttl=60)
+
+    @app.task(result_ttl=0)
+    def quiet() -> int:
+        return 1
+
+    @app.task
+    def kept() -> int:
+        return 2
+
+    r = quiet.enqueue()
+    with pytest.raises(gq.ResultUnavailable, match="keeps no results"):
+        r.get(timeout=1)
+    k = kept.enqueue()
+    run_app(app)
+    assert k.get(timeout=10) == 2
+    assert backend.direct().get(f"{backend.queue}:result:{r.id}") is None
