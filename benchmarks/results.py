@@ -154,7 +154,7 @@ def bytes_per_result(url: str, n: int = 10_000) -> dict[str, float]:
     the job's message either way)."""
     from gq import envelope
     from gq import job as jobs
-    from gq.outcome import Finisher
+    from gq.outcome import finisher
     from gq.store.outcomes import finish
     from gq.store.tasks import TaskQueue
 
@@ -176,8 +176,11 @@ def bytes_per_result(url: str, n: int = 10_000) -> dict[str, float]:
     plain = grown("plain", lambda batch: store.ack("mem", [j.id for j in batch]))
     sizes: dict[str, float] = {}
     for label, value in (("None", None), ("100-byte str", "x" * 100)):
-        kept = grown(label, lambda batch: finish(
-            store, "mem", [(j.id, Finisher(j, env).done(value)) for j in batch]))  # noqa: B023
+        def keep(batch: list[gq.Job], value: Any = value) -> None:
+            outcomes = [finisher(j, env) for j in batch]
+            finish(store, "mem", [(j.id, f.done(value)) for j, f in zip(batch, outcomes) if f])
+
+        kept = grown(label, keep)
         sizes[label] = (kept - plain) / n
     delete_queue(url, queue)
     return sizes

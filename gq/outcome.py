@@ -110,11 +110,13 @@ class Finisher:
 
     __slots__ = ("job", "env", "ttl", "then")
 
-    def __init__(self, job: Job, env: envelope.Envelope) -> None:
+    def __init__(
+        self, job: Job, env: envelope.Envelope, ttl: Any = None, then: Any = None
+    ) -> None:
         self.job = job
         self.env = env
-        self.ttl = float(env.opts.get("result_ttl") or 0)
-        self.then: list[dict[str, Any]] = env.opts.get(THEN) or _NO_THEN
+        self.ttl = float(ttl or 0)
+        self.then: list[dict[str, Any]] = then or _NO_THEN
 
     def done(self, value: Any) -> Outcome:
         """The outcome of a success. A value with no MessagePack form is recorded as a
@@ -174,6 +176,5 @@ def finisher(job: Job, env: envelope.Envelope) -> Finisher | None:
     """The job's Finisher when it keeps a result or continues a workflow, else None (the
     plain ack, at no cost)."""
     opts = env.opts
-    if opts and (opts.get("result_ttl") or opts.get(THEN)):
-        return Finisher(job, env)
-    return None
+    ttl, then = opts.get("result_ttl"), opts.get(THEN)
+    return Finisher(job, env, ttl, then) if ttl or then else None

@@ -29,10 +29,13 @@ def _ms(seconds: float) -> int:
 
 def entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> list[Any]:
     """The ARGV entry of lib/outcome.lua for one job, appending the keys it names."""
+    ops = out.ops
     if out.ttl > 0:
-        keys.append(queue.result(job_id))
-    if not out.ops:
-        return [out.ttl_ms, out.record if out.ttl > 0 else b"", 0]
+        keys.append(f"{queue.name}:result:{job_id}")  # (QueueKeys.result, inline: per job)
+        if not ops:
+            return [out.ttl_ms, out.record, 0]
+    elif not ops:
+        return ["0", b"", 0]
     args: list[Any] = [out.ttl_ms, out.record if out.ttl > 0 else b"", len(out.ops)]
     for op in out.ops:
         k = QueueKeys(op.queue)
