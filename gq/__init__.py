@@ -28,7 +28,9 @@ if TYPE_CHECKING:
         RateLimited,
         Retry,
         RetryJobError,
+        ResultUnavailable,
         ShutdownTimeoutError,
+        TaskFailed,
         UnknownTaskError,
     )
     from gq.job import Job
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from gq.results import Result
     from gq.task import Signature, Task
     from gq.worker.consumer import Consumer
+    from gq.workflows import chain, group
 
 
 __all__ = [
@@ -67,11 +70,15 @@ __all__ = [
     "Result",
     "Retry",
     "RetryJobError",
+    "ResultUnavailable",
     "ShutdownTimeoutError",
     "Signature",
+    "TaskFailed",
     "Task",
     "UnknownTaskError",
+    "chain",
     "current_job",
+    "group",
 ]
 
 # The public names are imported on first use (PEP 562): `import gq.cli.worker` must import
@@ -89,6 +96,8 @@ _MODULES = {
     "Result": "gq.results",
     "CurrentJob": "gq.dispatch",
     "current_job": "gq.dispatch",
+    "chain": "gq.workflows",
+    "group": "gq.workflows",
 }
 
 

@@ -4,7 +4,7 @@ dispatcher a worker runs them with (``gq-worker myapp.tasks:app``), SPEC section
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 import redis
@@ -17,6 +17,7 @@ from gq.periodic import Periodic
 from gq.producer import DEFAULT_MAX_MESSAGE_BYTES, ProducerCore
 from gq.results import Result
 from gq.store.config import check_queue_name, resolve_client
+from gq.store.outcomes import gathered
 from gq.store.tasks import TaskQueue
 from gq.task import Call, P, R, Signature, Task
 from gq.taskopts import TaskOptions, split
@@ -183,7 +184,7 @@ class App:
             from gq.dispatch import Dispatcher
 
             self._dispatcher = Dispatcher(
-                self.tasks, self.raw_handlers, self.server_now, self.hooks
+                self.tasks, self.raw_handlers, self.server_now, self.hooks, self.gather_results
             )
         return self._dispatcher
 
@@ -304,6 +305,18 @@ class App:
                 self._aclient = client_from_url(self.url)
             store = self._astores[queue] = AsyncRedisQueue(self._aclient, queue)
         return store
+
+    # -- results (SPEC section 16) -----------------------------------------------------
+
+    def result(self, job_id: str, queue: str | None = None) -> Result[Any]:
+        """A Result rebuilt from an id (a status endpoint), of ``queue`` (the app's default
+        queue when None): ``get()`` on an id of another queue or app says so."""
+        name = self.check_queue(queue) if queue is not None else self.queue
+        return Result(job_id, name, "", app=self)
+
+    def gather_results(self, spec: Mapping[str, Any]) -> list[Any]:
+        """A group callback's first argument: its members' results, in order."""
+        return gathered(self._store(spec["queue"])[0], spec["group"], int(spec["n"]))
 
     def __repr__(self) -> str:
         return f"<gq.App queues={','.join(self.queues)} tasks={len(self.tasks)}>"

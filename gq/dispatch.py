@@ -24,7 +24,8 @@ from gq.errors import EnvelopeError, Kill, UnknownTaskError
 from gq.hooks import Attempt
 from gq.job import Job
 from gq.joblog import CURRENT as _CURRENT
-from gq.joblog import fields
+from gq.joblog import fields as log_fields
+from gq.outcome import GATHER, finisher
 from gq.worker.call import Plan
 
 if TYPE_CHECKING:
@@ -68,9 +69,10 @@ class Dispatcher:
         raw: Mapping[str, Callable[[Job], object]],
         now: Callable[[], float],
         hooks: Hooks | None = None,
+        gather: Callable[[Mapping[str, Any]], list[Any]] | None = None,
     ) -> None:
         hooked = hooks if hooks is not None and hooks.on_jobs() else None
-        self._entries = {name: _Entry(task, now, hooked) for name, task in tasks.items()}
+        self._entries = {name: _Entry(task, now, hooked, gather) for name, task in tasks.items()}
         self._raw = dict(raw)
 
     def plan(self, job: Job) -> Plan:
@@ -104,11 +106,16 @@ class _Entry:
     """One task, with its options resolved for the worker (task, then app)."""
 
     __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "now",
-                 "runs", "hooks")  # fmt: skip
+                 "runs", "hooks", "gather")  # fmt: skip
 
     def __init__(
-        self, task: Task[Any, Any], now: Callable[[], float], hooks: Hooks | None = None
+        self,
+        task: Task[Any, Any],
+        now: Callable[[], float],
+        hooks: Hooks | None = None,
+        gather: Callable[[Mapping[str, Any]], list[Any]] | None = None,
     ) -> None:
+        self.gather = gather
         self.fn = task.fn
         self.name = task.name
         self.check = task.binder.check
@@ -128,15 +135,37 @@ class _Entry:
 
     def plan(self, job: Job, fields: envelope.Fields) -> Plan:
         _, args, kwargs, opts, _ = fields
-        if opts:
-            timeout, retries, backoff = self._options(opts)
-        else:
-            timeout, retries, backoff = self.timeout, self.retries, self.backoff
+        if not opts:  # the common case: no options, no result kept, no workflow
+            self._bind(args, kwargs)
+            return Plan(partial(self.runs, job, fields), self.timeout, self.retries,
+                        self.backoff, self.name)  # fmt: skip
+        timeout, retries, backoff = self._options(opts)
+        if opts.get(GATHER) is not None:
+            return self._callback_plan(job, fields, timeout, retries, backoff)
+        self._bind(args, kwargs)
+        plan = partial(self.runs, job, fields)
+        return Plan(plan, timeout, retries, backoff, self.name, finisher(job, fields))
+
+    def _bind(self, args: list[Any], kwargs: dict[str, Any]) -> None:
         if kwargs or not self.least <= len(args) <= self.most:  # (Binder's fast path)
             why = self.check(args, kwargs)
             if why is not None:
                 raise Kill(f"task {self.name}: the arguments do not bind: {why}")
-        return Plan(partial(self.runs, job, fields), timeout, retries, backoff, self.name)
+
+    def _callback_plan(
+        self, job: Job, fields: envelope.Fields, timeout: Any, retries: Any, backoff: Any
+    ) -> Plan:
+        """A group's callback: the members' results, read when it runs, come first."""
+        task, args, kwargs, opts, headers = fields
+        gather, spec = self.gather, opts[GATHER]
+        self._bind([None, *args], kwargs)  # (the results take the first place)
+        if gather is None:
+            raise Kill(f"task {self.name}: a group callback needs an app's worker")
+
+        def run() -> object:
+            return self.runs(job, (task, [gather(spec), *args], kwargs, opts, headers))
+
+        return Plan(run, timeout, retries, backoff, self.name, finisher(job, fields))
 
     def _options(self, opts: dict[str, Any]) -> tuple[Any, Any, Any]:
         """The envelope's timeout, retries and backoff, else the task's."""
@@ -200,10 +229,11 @@ class _Entry:
     def _keep(self, job: Job, result: object) -> None:
         if not envelope.encodable(result):
             # Not a failure: the task's work is done, and running it again would repeat
-            # it. Results are not kept yet (section 16 will record this on the job).
+            # it. A task that keeps results records it as a failure of the result
+            # (gq.outcome.Finisher.done).
             log.error("task %s job %s returned a value without a MessagePack form (%s): "
                       "not kept", self.name, job.id, type(result).__name__,
-                      extra=fields(job.id, self.name, job.queue))  # fmt: skip
+                      extra=log_fields(job.id, self.name, job.queue))  # fmt: skip
 
 
 def _number(task: str, name: str, value: Any) -> Any:

@@ -89,11 +89,12 @@ class Batch:
     def results(self, replies: Sequence[bool | str]) -> list[Result[Any]]:
         """A Result per job: the new job, or the unfinished one holding its lock."""
         queue, name = self.call.queue, self.call.task.name
+        app, keeps = self.call.task.app, bool(self.call.options.result_ttl)
         refused = [job for job, reply in zip(self.jobs, replies) if reply is False]
         if refused:
             raise JobAlreadyExistsError(refused[0], refused)
         return [
-            Result(job.id if reply is True else str(reply), queue, name)
+            Result(job.id if reply is True else str(reply), queue, name, app=app, keeps=keeps)  # type: ignore[arg-type]
             for job, reply in zip(self.jobs, replies)
         ]
 

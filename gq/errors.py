@@ -223,3 +223,22 @@ class UnknownTaskError(GQError):
     def __init__(self, task: str) -> None:
         self.task = task
         super().__init__(f"unknown task {task}")
+
+
+class TaskFailed(GQError):
+    """``Result.get()`` on a job (or a workflow step or member) that failed: ``error``
+    (its last error), ``status`` ("failed": in dead; "done": it ran, but its return value
+    could not be kept), ``task`` and ``id`` (the job that failed)."""
+
+    def __init__(self, id: str, task: str, error: str, status: str = "failed") -> None:
+        super().__init__(f"job {id} of task {task or '?'} {status}: {error}")
+        self.id = id
+        self.task = task
+        self.error = error
+        self.status = status
+
+
+class ResultUnavailable(GQError):
+    """``Result.get()`` where no outcome will come: the task keeps no results
+    (``result_ttl`` unset), or gq knows nothing of the id on that queue (never enqueued
+    there, cancelled, or its result expired)."""

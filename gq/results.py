@@ -1,51 +1,127 @@
-"""``gq.Result``: the handle ``Task.enqueue`` returns.
+"""``gq.Result``: the handle ``Task.enqueue`` returns (SPEC section 16): ``status()``,
+``get(timeout)``, ``aget(timeout)``, ``cancel()``.
 
-Minimal for now: the job's ``id``, ``queue`` and ``task``. Results are not kept yet (SPEC
-section 16 adds status and ``get()`` on Redis); under ``gq.testing.eager`` the task ran
-at once and ``get()`` returns its value.
+A task that keeps results (``result_ttl``) has its outcome written under gq's own keys
+by the script that acknowledges or kills its job; ``get()`` waits for it without
+polling (gq.waiting) and reads it once. Under ``gq.testing.eager`` the task ran at once
+and the Result holds its value.
 """
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar, cast
+import asyncio
+import threading
+import time
+from typing import Any, Callable, Generic, Protocol, TypeVar, cast
 
-from gq.errors import GQError
+from gq import job as jobs
+from gq import waiting
+from gq.errors import ResultUnavailable, TaskFailed
+from gq.store.base import ScriptedQueue
+from gq.store.keys import QueueKeys
+from gq.store.outcomes import State, read_state, status_of, wait_for
+
+
+
+class App(Protocol):
+    """What a Result needs of its ``gq.App``: the store of a queue."""
+
+    def _store(self, queue: str) -> tuple[Any, Any]: ...
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 _MISSING: Any = object()
+# A get() without a timeout is marked as waiting this long (renewed by nothing: its
+# looks still see the outcome after the mark is dropped).
+_FOREVER = 86400.0
 
+__all__ = ["Result", "ResultUnavailable", "TaskFailed"]
 
-class ResultUnavailable(GQError):
-    """``Result.get()`` on a job whose result gq does not keep (yet)."""
+# (done, value) or raise: one look at Redis for what a waiter waits for.
+Check = Callable[[], "tuple[bool, Any]"]
 
 
 class Result(Generic[R]):
-    """A job that was enqueued: ``id``, ``queue``, ``task``; ``get()`` its return value
-    where it is known (``gq.testing.eager``)."""
+    """A job that was enqueued: ``id``, ``queue``, ``task``; its status and outcome."""
 
-    __slots__ = ("id", "queue", "task", "_value", "_error")
+    __slots__ = ("id", "queue", "task", "_value", "_error", "_app", "_keeps")
 
     def __init__(
-        self, id: str, queue: str, task: str, value: Any = _MISSING, error: Any = None
+        self,
+        id: str,
+        queue: str,
+        task: str,
+        value: Any = _MISSING,
+        error: Any = None,
+        *,
+        app: App | None = None,
+        keeps: bool | None = None,
     ) -> None:
         self.id = id
         self.queue = queue
         self.task = task
         self._value = value
         self._error: BaseException | None = error
+        self._app = app
+        self._keeps = keeps  # whether the job keeps a result; None: not known here
 
-    def get(self) -> R:
-        """The task's return value (raising what it raised) when it ran eagerly;
-        ``ResultUnavailable`` otherwise: results are not kept in Redis yet."""
+    def status(self) -> str:
+        """"scheduled", "ready", "running", "done", "failed" (in dead) or "missing"."""
+        if self._known():
+            return "failed" if self._error is not None else "done"
+        store = self._store(self.queue)
+        return status_of(store, read_state(store, self.id), self.id)
+
+    def get(self, timeout: float | None = None) -> R:
+        """The return value; ``TaskFailed`` if the job ended in dead (or its value could
+        not be kept); ``TimeoutError`` with no outcome after ``timeout`` seconds;
+        ``ResultUnavailable`` if the task keeps no results or the id is unknown here."""
+        if self._known():
+            return self._eager()
+        self._check_keeps()
+        return cast(R, wait(self._app_of(), [(self.queue, [self.id])], self._look, timeout))
+
+    async def aget(self, timeout: float | None = None) -> R:
+        """``get`` from asyncio code: the event loop runs on while it waits."""
+        if self._known():
+            return self._eager()
+        self._check_keeps()
+        return cast(R, await await_(self._app_of(), [(self.queue, [self.id])], self._look, timeout))
+
+    def cancel(self) -> bool:
+        """Cancel the job (gq.Queue.cancel): whether it was found ready, scheduled or running."""
+        from gq.store.admin import QueueAdmin
+
+        store = self._store(self.queue)
+        return bool(QueueAdmin(store.client, self.queue).cancel([self.id])[0])
+
+    def _look(self) -> tuple[bool, Any]:
+        return look(self._store(self.queue), self.id, self.task, self._keeps)
+
+    def _known(self) -> bool:
+        return self._value is not _MISSING or self._error is not None
+
+    def _eager(self) -> R:
         if self._error is not None:
             raise self._error
-        if self._value is _MISSING:
-            raise ResultUnavailable(
-                f"job {self.id} of task {self.task}: gq does not keep results yet "
-                "(only gq.testing.eager runs a task at enqueue and knows its value)"
-            )
         return cast(R, self._value)
+
+    def _check_keeps(self) -> None:
+        if self._keeps is False:
+            raise ResultUnavailable(
+                f"job {self.id} of task {self.task}: the task keeps no results; give it "
+                "result_ttl= (on @app.task, gq.App or .using()) to get() them"
+            )
+
+    def _app_of(self) -> App:
+        if self._app is None:
+            raise ResultUnavailable(f"job {self.id}: this Result has no app to read from")
+        return self._app
+
+    def _store(self, queue: str) -> ScriptedQueue:
+        store: ScriptedQueue = self._app_of()._store(queue)[0]
+        return store
 
     def __repr__(self) -> str:
         return f"Result(id={self.id!r}, queue={self.queue!r}, task={self.task!r})"
@@ -57,3 +133,102 @@ class Result(Generic[R]):
 
     def __hash__(self) -> int:
         return hash((self.id, self.queue, self.task))
+
+
+def look(store: ScriptedQueue, job_id: str, task: str, keeps: bool | None) -> tuple[bool, Any]:
+    """One look at a job: (True, its value) when done; raises when it failed or is
+    unknown; (False, None) while it is on its way."""
+    state = read_state(store, job_id)
+    return settled(state, store.keys.name, job_id, task, keeps)
+
+
+def settled(
+    state: State, queue: str, job_id: str, task: str, keeps: bool | None
+) -> tuple[bool, Any]:
+    record = state.record
+    if record is not None:
+        if record.status == "done" and record.error is None:
+            return True, record.value
+        raise TaskFailed(job_id, record.task or task, record.error or "", record.status)
+    if state.dead:
+        error = jobs.decode_error(state.message) if state.message else None
+        raise TaskFailed(job_id, task, error or "in dead", "failed")
+    if state.message is None:
+        why = "its task keeps no results (result_ttl)" if keeps is None else "cancelled"
+        raise ResultUnavailable(
+            f"job {job_id}: gq knows nothing of it on queue {queue}: never enqueued there "
+            f"(an id of another queue or app?), {why}, or its result expired"
+        )
+    return False, None
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _left(deadline: float | None, what: list[tuple[str, list[str]]]) -> float:
+    if deadline is None:
+        return waiting.LOOK
+    left = deadline - time.monotonic()
+    if left <= 0:
+        names = ", ".join(name for _, names in what for name in names[-1:])
+        raise TimeoutError(f"no outcome for {names} yet")
+    return min(left, waiting.LOOK)
+
+
+def _watch(app: App, what: list[tuple[str, list[str]]], wake: waiting.Wake, timeout: float | None) -> Callable[[], None]:
+    """Subscribe ``wake`` to the outcomes of ``what`` and mark them as waited for."""
+    store = app._store(what[0][0])[0]
+    sub = waiting.subscriber(store.client)
+    stops = [sub.watch(QueueKeys(queue).channel, names, wake) for queue, names in what]
+    for queue, names in what:
+        wait_for(app._store(queue)[0], names, _FOREVER if timeout is None else timeout)
+
+    def stop() -> None:
+        for unwatch in stops:
+            unwatch()
+
+    return stop
+
+
+def wait(app: App, what: list[tuple[str, list[str]]], check: Check, timeout: float | None) -> Any:
+    """Wait (threads, gevent) until ``check`` says done (its value) or raises, waking on
+    the published outcomes of ``what`` ((queue, names) pairs) and looking every LOOK s."""
+    deadline = _deadline(timeout)
+    done, value = check()
+    if done:
+        return value
+    woken = threading.Event()
+    stop = _watch(app, what, woken.set, timeout)
+    try:
+        while True:
+            woken.clear()
+            done, value = check()
+            if done:
+                return value
+            woken.wait(_left(deadline, what))
+    finally:
+        stop()
+
+
+async def await_(app: App, what: list[tuple[str, list[str]]], check: Check, timeout: float | None) -> Any:
+    """``wait`` from asyncio code: Redis is read off the loop, the wake comes through it."""
+    loop = asyncio.get_running_loop()
+    deadline = _deadline(timeout)
+    woken = asyncio.Event()
+    def wake() -> None:
+        loop.call_soon_threadsafe(woken.set)
+
+    stop = await loop.run_in_executor(None, _watch, app, what, wake, timeout)
+    try:
+        while True:
+            woken.clear()
+            done, value = await loop.run_in_executor(None, check)
+            if done:
+                return value
+            try:
+                await asyncio.wait_for(woken.wait(), _left(deadline, what))
+            except asyncio.TimeoutError:
+                pass
+    finally:
+        stop()

@@ -37,14 +37,22 @@ class Registry(Protocol):
 
 class Signature(Generic[R]):
     """A call of a task not yet enqueued (``task.s(...)``): ``enqueue()`` enqueues it;
-    periodic entries (``app.periodic``) and workflows are made of them."""
+    periodic entries (``app.periodic``) and workflows are made of them. In a chain, a step
+    receives the previous step's value first, unless it is ``immutable`` (``task.si``)."""
 
-    __slots__ = ("task", "args", "kwargs")
+    __slots__ = ("task", "args", "kwargs", "immutable")
 
-    def __init__(self, task: Task[Any, R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        task: Task[Any, R],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        immutable: bool = False,
+    ) -> None:
         self.task = task
         self.args = args
         self.kwargs = kwargs
+        self.immutable = immutable
 
     def enqueue(self) -> Result[R]:
         """Enqueue this call with its task's options."""
@@ -52,7 +60,7 @@ class Signature(Generic[R]):
 
     def __repr__(self) -> str:
         args = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
-        return f"{self.task.name}.s({', '.join(args)})"
+        return f"{self.task.name}.{'si' if self.immutable else 's'}({', '.join(args)})"
 
 
 class Call(Generic[P, R]):
@@ -175,6 +183,10 @@ class Task(Generic[P, R]):
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
         """A signature: this call, not yet enqueued."""
         return Signature(self, args, kwargs)
+
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Signature[R]:
+        """An immutable signature: in a chain, it ignores the previous step's value."""
+        return Signature(self, args, kwargs, immutable=True)
 
     def __repr__(self) -> str:
         return f"<gq.Task {self.name} queue={self.queue}>"

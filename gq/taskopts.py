@@ -36,8 +36,8 @@ class TaskOptions:
     ``retries`` (int >= 0: runs after the first failure, so at most ``retries + 1`` runs),
     ``backoff`` (s, > 0: the cap of the retry delay), ``timeout`` (s, > 0), ``unique_for``
     (s, > 0), ``unique_key`` (str), ``expires`` (s from the enqueue, > 0, or an aware
-    datetime), ``result_ttl`` (s, > 0; section 16), ``group`` (a group name, or a callable
-    over the task's arguments that gives one; section 17, gq/groups.py)."""
+    datetime), ``result_ttl`` (s, > 0, or 0 for none; section 16), ``group`` (a group name,
+    or a callable over the task's arguments that gives one; section 17, gq/groups.py)."""
 
     retries: int | None = None
     backoff: float | None = None
@@ -49,8 +49,11 @@ class TaskOptions:
     group: GroupOption | None = None
 
     def __post_init__(self) -> None:
-        for name in ("backoff", "timeout", "unique_for", "result_ttl"):
+        for name in ("backoff", "timeout", "unique_for"):
             object.__setattr__(self, name, _seconds(name, getattr(self, name)))
+        # 0 keeps no result: a task's way to override an app's default (SPEC section 16).
+        if self.result_ttl not in (0, None) or isinstance(self.result_ttl, bool):
+            object.__setattr__(self, "result_ttl", _seconds("result_ttl", self.result_ttl))
         _check_retries(self.retries)
         key = self.unique_key
         if key is not None and (not isinstance(key, str) or not key):
@@ -109,7 +112,7 @@ def wire(options: TaskOptions, now: Callable[[], float], lock: str | None) -> di
         opts["expires"] = expires.timestamp() if isinstance(expires, datetime) else now() + expires
     if lock is not None:
         opts["unique"] = lock
-    if options.result_ttl is not None:
+    if options.result_ttl:
         opts["result_ttl"] = options.result_ttl
     if isinstance(options.group, str):  # a callable's group is the enqueuer's, per call
         opts["group"] = options.group

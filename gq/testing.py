@@ -25,6 +25,7 @@ from gq.errors import GQError, JobCancelled, RateLimited
 from gq.job import Job, MessageDecodeError
 from gq.options import ConsumerOptions
 from gq.results import Result
+from gq.store.outcomes import finish
 from gq.store.tasks import TaskQueue
 from gq.worker.call import Plan, describe, retry_delay
 
@@ -149,14 +150,17 @@ class Worker:
         try:
             plan = self.app.plan(Job(job.id, job.data, job.attempt))
             outcome.task = plan.task
-            outcome.value = plan.run()
+            value = outcome.value = plan.run()
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - the task's failure, whatever it raised
             self._failed(queue, job, plan, exc, outcome)
         else:
             outcome.status, outcome.error = "done", None
-            queue.ack(_CONSUMER, [job.id])
+            if plan.finish is not None:  # its result and a workflow's next step, as a worker
+                finish(queue, _CONSUMER, [(job.id, plan.finish.done(value))])
+            else:
+                queue.ack(_CONSUMER, [job.id])
 
     def _failed(
         self, queue: TaskQueue, job: Job, plan: Plan | None, exc: BaseException, outcome: Outcome
@@ -173,18 +177,25 @@ class Worker:
         delay = retry_delay(job.attempt, exc, plan, self.opts)
         updated = Job(job.id, job.data, job.attempt + 1)
         if delay is None:
-            self._dead(queue, updated, jobs.encode(updated, error=reason), outcome, reason)
+            kept = None if plan is None or plan.finish is None else plan.finish.failed(reason)
+            self._dead(queue, updated, jobs.encode(updated, error=reason), outcome, reason, kept)
         else:
             outcome.status = "retried"
             queue.retry(_CONSUMER, job.id, jobs.encode(updated, error=reason), delay)
 
     def _dead(
-        self, queue: TaskQueue, job: Job, message: bytes | None, outcome: Outcome, reason: str
+        self,
+        queue: TaskQueue,
+        job: Job,
+        message: bytes | None,
+        outcome: Outcome,
+        reason: str,
+        kept: Any = None,
     ) -> None:
         outcome.status, outcome.error = "failed", reason
         opts = self.opts
         queue.kill(_CONSUMER, job.id, message, dead_max_jobs=opts.dead_max_jobs,
-                   dead_max_age=opts.dead_max_age)  # fmt: skip
+                   dead_max_age=opts.dead_max_age, outcome=kept)  # fmt: skip
 
 
 @contextmanager

@@ -76,8 +76,8 @@ def test_worker_drains_retries_and_scheduled_jobs(worker):
     assert worker.drain() == []
 
 
-def test_the_result_of_a_real_enqueue_is_not_kept_yet(worker):
-    with pytest.raises(Exception, match="does not keep results yet"):
+def test_the_result_of_a_task_without_result_ttl_is_not_kept(worker):
+    with pytest.raises(Exception, match="keeps no results"):
         deliver.enqueue("https://a", {}, "acme").get()
 """
 

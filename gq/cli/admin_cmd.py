@@ -17,6 +17,7 @@ from gq.cli import (
     demo,
     flow_cmd,
     group_cmd,
+    job_cmd,
     jobs_cmd,
     logs,
     metrics_cmd,
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     flow_cmd.add_parsers(commands, conn)
     group_cmd.add_parser(commands, conn)
     periodic_cmd.add_parser(commands, conn)
+    job_cmd.add_parser(commands, conn)
     demo.add_parser(commands)
     dashboard_cmd.add_parser(commands)
     metrics_cmd.add_parser(commands)

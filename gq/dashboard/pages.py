@@ -7,7 +7,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Callable
 from urllib.parse import quote, unquote
 
-from gq.dashboard import chart, model
+from gq.dashboard import chart, model, results_pages
 from gq.dashboard.http import HTTPError, Request, Response, json_response, redirect, text_response
 from gq.store.admin import QueueAdmin
 from gq.store.base import MAX_BATCH
@@ -67,6 +67,7 @@ def queue(d: Site, request: Request, name: str) -> Response:
         consumers=model.consumers(rq, d.consumer_timeout),
         chart=chart.throughput(model.history(rq, 60)),
         message=_message(request),
+        results=results_pages.recent(rq),
     )
 
 
@@ -120,16 +121,6 @@ def _message(request: Request) -> str | None:
     if template is None:
         return None
     return template.format(n=_int_arg(request, "n", 0, 0, 10**9))
-
-
-def job(d: Site, request: Request, name: str) -> Response:
-    rq = d.queue(name).store
-    job_id = request.arg("id") or ""
-    [message] = rq.messages([job_id]) if job_id else [None]
-    if message is None:
-        raise HTTPError(404, "No such job (it may have run or been deleted).")
-    row = model.job_detail(job_id, message)
-    return d.render(request, "job.html", queue=model.summary(rq, d.consumer_timeout), job=row)
 
 
 # -- changes -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ NAMES = (
     "deregister",
     "fetch",
     "ack",
+    "ack_results",
     "retry",
     "kill",
     "enqueue_due",

@@ -1,4 +1,4 @@
--- include: time, dead, chunk, types, flow, groups
+-- include: time, dead, chunk, types, flow, groups, outcome
 -- kill: if this consumer owns the job, move it to the dead set (scored now), store its
 -- updated message, then trim the dead set to its bounds. A cancel request for the job is
 -- dropped: it was for this life, which is over (a dead job is beyond cancel).
@@ -9,6 +9,10 @@
 -- dead it is queued again without its group)
 -- ARGV[1] id   ARGV[2] updated message, or "" to keep the stored one (undecodable messages)
 -- ARGV[3] dead_max_jobs   ARGV[4] dead_max_age in seconds
+-- With an outcome to keep (SPEC section 16): KEYS[17] waiting sorted set   KEYS[18] results
+-- index   KEYS[19..] result key and follow-ups' keys; ARGV[5] the queue's channel
+-- ARGV[6..] the entry (lib/outcome.lua): the error kept past the dead set's trim, and a
+-- group member's failure marked on its group, in this same call.
 -- Returns 1 if killed, 0 if this consumer does not own the job (nothing changed).
 local G = group_keys(10)
 check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'hash',
@@ -19,6 +23,11 @@ redis.call('ZADD', KEYS[2], now, ARGV[1])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 redis.call('HDEL', KEYS[4], ARGV[1])
 forget_cancels(KEYS[9], {ARGV[1]})
+if #ARGV >= 6 then
+  local _, _, keeps = apply_outcome(6, 19, ARGV[1], time_str(now), KEYS[17], ARGV[5],
+    redis.call('EXISTS', KEYS[17]) == 1)
+  if keeps then index_results(KEYS[18], {ARGV[1]}) end
+end
 trim_dead(KEYS[2], KEYS[3], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
 note_held(KEYS[5], KEYS[1])
 wake_after_release(KEYS[6], KEYS[7], KEYS[8])

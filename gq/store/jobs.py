@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import redis
 
@@ -25,9 +25,13 @@ from gq.store.base import (
 )
 from gq.store.groupkeys import group_keys, message_group
 from gq.store.keys import QUEUE_REGISTRY
+from gq.store.outcomes import kill_extras
 from gq.store.signals import signalled as signalled  # (re-exported: callers of old)
 from gq.store.signals import wait_for_any_signal as wait_for_any_signal
 from gq.store.signals import wait_for_signal
+
+if TYPE_CHECKING:
+    from gq.outcome import Outcome
 
 # How long a cancel request for a job in flight is kept (s): its consumer reads it within
 # a second; one that never comes back had its jobs recovered, and recover.lua drops them.
@@ -154,14 +158,18 @@ class RedisQueue(ScriptedQueue):
         *,
         dead_max_jobs: int,
         dead_max_age: float,
+        outcome: Outcome | None = None,
     ) -> bool:
-        """Move an owned job to dead; ``message=None`` keeps the stored (undecodable) one."""
+        """Move an owned job to dead; ``message=None`` keeps the stored (undecodable) one.
+        With ``outcome``, its failure record and follow-ups are written in the same call."""
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.dead, k.data, k.recovered, k.held, k.flow, k.active,
             k.signal, k.cancelled, *group_keys(k.name),
         ]  # fmt: skip
         args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
+        if outcome is not None:
+            args += kill_extras(k, job_id, outcome, keys)
         return bool(self._run("kill", keys, args))
 
     def requeue(self, consumer_id: str, ids: Sequence[str]) -> int:

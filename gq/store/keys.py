@@ -104,6 +104,32 @@ class QueueKeys:
         """The keys of schedule.lua, for the blocking and the asyncio producer alike."""
         return [self.data, self.scheduled, self.cancelled]
 
+    # -- results and workflows (SPEC section 16, gq/scripts/lib/outcome.lua) ------------
+
+    def result(self, job_id: str) -> str:
+        """gq's own key: the outcome of a finished job that keeps one (its end time, then
+        its record: gq/scripts/lib/outcome.lua)."""
+        return f"{self.name}:result:{job_id}"
+
+    @property
+    def results(self) -> str:
+        """gq's own key: the ids of the most recent kept results, newest first (1000)."""
+        return f"{self.name}:results"
+
+    @property
+    def waiting(self) -> str:
+        """gq's own key: job or group id -> deadline of a caller of get() waiting for it."""
+        return f"{self.name}:waiting"
+
+    @property
+    def channel(self) -> str:
+        """The pub/sub channel (not a key) the outcomes of waited-for ids are published on."""
+        return f"{self.name}:outcomes"
+
+    def group(self, group_id: str) -> str:
+        """gq's own key: a group's state (left, failed, its callback, r:<i> results)."""
+        return f"{self.name}:group:{group_id}"
+
     def unique(self, lock: str) -> str:
         """gq's own key: the uniqueness lock ``lock`` of a task (unique_for), holding the
         id of the job that took it (gq/scripts/push_unique.lua)."""

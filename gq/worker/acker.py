@@ -24,6 +24,7 @@ from gq.job import Job, by_queue
 from gq.options import ConsumerOptions
 from gq.store.base import MAX_BATCH, describe, is_refusal
 from gq.store.jobs import RedisQueue
+from gq.store.outcomes import PLAIN, finish
 
 log = logging.getLogger("gq.acker")
 
@@ -88,6 +89,9 @@ class Acker:
         self._on_fatal = on_fatal
         self._context = context
         self._pending: list[Job] = []
+        # Pending jobs with an outcome to write (a result, a workflow's next step): sent
+        # by ack_results.lua, never carried on a fetch.
+        self._keeping = 0
         self._sending = False  # a batch of this greenlet's is on the wire
         self._carried = 0  # jobs whose ack rides on a fetch on the wire
         self._resent: set[str] = set()  # ids carried on a fetch whose reply was lost
@@ -103,6 +107,8 @@ class Acker:
     def add(self, job: Job) -> None:
         pending = self._pending
         pending.append(job)
+        if job.outcome is not None:
+            self._keeping += 1
         # Only the first job of a batch needs to wake the acker: the rest ride along.
         if len(pending) == 1:
             self._idle.clear()
@@ -117,6 +123,7 @@ class Acker:
             self._wakeup.clear()
             while self._pending:
                 batch, self._pending = self._pending, []
+                self._keeping = 0
                 self._sending = True
                 sent = self._ack(batch)
                 self._sending = False
@@ -135,10 +142,12 @@ class Acker:
         pending = self._pending
         if not pending:
             return []
-        if self._single is not None:
+        if self._keeping == len(pending):
+            return []  # every pending ack writes an outcome: none rides on a fetch
+        if self._single is not None and not self._keeping:
             taken, self._pending = pending[:MAX_BATCH], pending[MAX_BATCH:]
         else:
-            taken = [job for job in pending if job.queue == queue][:MAX_BATCH]
+            taken = [j for j in pending if j.queue == queue and j.outcome is None][:MAX_BATCH]
             chosen = {id(job) for job in taken}
             self._pending = [job for job in pending if id(job) not in chosen]
         self._carried += len(taken)
@@ -202,9 +211,15 @@ class Acker:
 
     def _ack_on(self, queue: RedisQueue, batch: list[Job]) -> bool:
         ids = [job.id for job in batch]
+        if any(job.outcome is not None for job in batch):
+            # In batch order, so that the flags line up; a plain job's entry keeps nothing.
+            done = [(job.id, job.outcome or PLAIN) for job in batch]
+            write: Callable[[], list[bool]] = lambda: finish(queue, self._consumer_id, done)  # noqa: E731
+        else:
+            write = lambda: queue.ack(self._consumer_id, ids)  # noqa: E731
         try:
             acked, resent = persist(
-                lambda: queue.ack(self._consumer_id, ids),
+                write,
                 self._opts.custodian_consumer_timeout,
                 self._context,
                 f"acknowledge {len(ids)} job(s)",

@@ -6,7 +6,7 @@ the fast path: no Plan per job) or a dispatcher, an object with ``plan(job) -> P
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from gq.backoff import backoff
 from gq.errors import Kill, Retry
@@ -19,7 +19,7 @@ class Plan:
     by convention: a dispatcher builds one for every job, and a slotted class with a
     plain ``__init__`` costs 40% of a frozen dataclass's five ``object.__setattr__``."""
 
-    __slots__ = ("run", "timeout", "max_attempts", "max_backoff", "task")
+    __slots__ = ("run", "timeout", "max_attempts", "max_backoff", "task", "finish")
 
     def __init__(
         self,
@@ -28,12 +28,15 @@ class Plan:
         max_attempts: int | None = None,
         max_backoff: float | None = None,
         task: str = "",
+        finish: Any = None,
     ) -> None:
         self.run = run
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.max_backoff = max_backoff
         self.task = task
+        #: A task job's ``gq.outcome.Finisher`` (it keeps a result or continues a workflow).
+        self.finish = finish
 
     def __repr__(self) -> str:
         return (

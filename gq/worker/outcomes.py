@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from gq import job as jobs
 from gq.errors import (
@@ -32,6 +32,9 @@ from gq.store.jobs import RedisQueue
 from gq.worker.acker import Acker, not_owned, persist
 from gq.worker.call import Plan, describe, retry_delay
 from gq.worker.ledger import Ledger
+
+if TYPE_CHECKING:
+    from gq.outcome import Outcome
 
 log = logging.getLogger("gq.processor")
 
@@ -102,7 +105,11 @@ class Outcomes:
         why = "killed (gq.Kill)" if isinstance(exc, Kill) else "no attempts left, killed"
         log.error("%s: job %s failed (attempt %d), %s: %s", self._context, job.id,
                   job.attempt, why, reason, exc_info=exc, extra=fields_of(job))  # fmt: skip
-        if self._settle(updated, "kill", KillJobError, lambda: self._kill(queue, job.id, message)):
+        # A task that keeps a result or belongs to a workflow: its failure is written by
+        # the same kill call (its error kept, its group told).
+        outcome = None if plan is None or plan.finish is None else plan.finish.failed(reason)
+        kill = lambda: self._kill(queue, job.id, message, outcome)  # noqa: E731
+        if self._settle(updated, "kill", KillJobError, kill):
             self._recorders[job.queue].failed("killed")
 
     def _retry(self, updated: Job, exc: BaseException, reason: str, delay: float) -> None:
@@ -153,10 +160,12 @@ class Outcomes:
         self._acker.released()  # a retry or kill frees the job's room too
         return True
 
-    def _kill(self, queue: RedisQueue, job_id: str, message: bytes | None) -> bool:
+    def _kill(
+        self, queue: RedisQueue, job_id: str, message: bytes | None, outcome: Outcome | None = None
+    ) -> bool:
         opts = self._opts
         return queue.kill(self._consumer_id, job_id, message, dead_max_jobs=opts.dead_max_jobs,
-                          dead_max_age=opts.dead_max_age)  # fmt: skip
+                          dead_max_age=opts.dead_max_age, outcome=outcome)  # fmt: skip
 
 
 def _names(cancelled: JobCancelled, job: Job) -> bool:

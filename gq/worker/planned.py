@@ -71,9 +71,9 @@ class PlannedRuns:
             plan = planner(job)  # (a raw handler's plan runs on a copy of the job)
             timeout = self._opts.job_timeout if plan.timeout is None else plan.timeout
             if timeout:
-                self._run_with_timeout(timeout, _run, plan, job)
+                value = self._run_with_timeout(timeout, _run, plan, job)
             else:
-                _run(plan, job)
+                value = _run(plan, job)
         except gevent.GreenletExit:
             if self._abandoned:
                 raise  # a forced stop: the job stays in flight for another consumer
@@ -85,4 +85,6 @@ class PlannedRuns:
             slot.job = None
             if sample is not None:
                 self.recorders[job.queue].finished(sample, began)
+            if plan.finish is not None:  # its result and follow-ups go with its ack
+                job.outcome = plan.finish.done(value)
             self.acker.add(job)

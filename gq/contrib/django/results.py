@@ -38,7 +38,7 @@ def read(app: gq.App, alias: str, result_id: str) -> TaskResult:
     (``TaskResultDoesNotExist`` if gq knows nothing of it)."""
     if not available(app):
         raise NotImplementedError("this gq keeps no results yet (SPEC section 16)")
-    result: Any = app.result(result_id)  # type: ignore[attr-defined]
+    result: Any = app.result(result_id)
     status = result.status()
     if status == "missing":
         raise TaskResultDoesNotExist(result_id)

@@ -1,0 +1,60 @@
+"""``gq job ID``: one job's status, task, arguments, attempts, times, and result or error
+(gq.jobview), as text or ``--json``. Exit 1 when gq knows nothing of the id."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from gq.cli import EXIT_FATAL, EXIT_OK
+from gq.cli.formatting import json_safe, local_time
+from gq.jobview import job_view
+from gq.queue import Queue
+
+_TIMES = ("ready_at", "due", "since", "finished")
+
+
+def add_parser(commands: Any, conn: argparse.ArgumentParser) -> None:
+    help = "show one job: its status, arguments, attempts, times and result or error"
+    parser = commands.add_parser("job", help=help, description=help[0].upper() + help[1:] + ".",
+                                 parents=[conn], allow_abbrev=False)  # fmt: skip
+    parser.add_argument("id", metavar="ID", help="the job's id")
+    parser.add_argument("--json", action="store_true", help="print the job as one JSON object")
+    parser.set_defaults(func=show)
+
+
+def show(args: argparse.Namespace, queue: Queue) -> int:
+    view = job_view(queue.store, args.id)
+    if args.json:
+        sys.stdout.write(json.dumps(json_safe(view), ensure_ascii=False, default=_plain) + "\n")
+    else:
+        sys.stdout.write(render(view))
+    return EXIT_FATAL if view["status"] == "missing" else EXIT_OK
+
+
+def render(view: dict[str, Any]) -> str:
+    lines = []
+    for key, value in view.items():
+        if value is None:
+            continue
+        if key in _TIMES:
+            value = local_time(float(value))
+        elif not isinstance(value, str):
+            value = json.dumps(json_safe(value), ensure_ascii=False, default=_plain)
+        lines.append(f"{key + ':':<10} {value}")
+    return "\n".join(lines) + "\n"
+
+
+def _plain(value: Any) -> Any:
+    """JSON for the values MessagePack has and JSON lacks: bytes (as text where they are
+    UTF-8, else their repr) and datetimes (ISO 8601)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return repr(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return repr(value)

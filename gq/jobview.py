@@ -1,0 +1,58 @@
+"""One job as an operator sees it (``gq job ID``, the dashboard's job page): its status
+(SPEC section 16), task and arguments, attempts, times, and result or error, read from
+its message while it exists and from its kept result once it finished."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gq import envelope
+from gq import job as jobs
+from gq.errors import EnvelopeError
+from gq.store.base import ScriptedQueue
+from gq.store.outcomes import read_state, recent, status_of
+
+
+def job_view(queue: ScriptedQueue, job_id: str) -> dict[str, Any]:
+    """Everything known of ``job_id`` on ``queue``; ``status`` "missing" when nothing."""
+    state = read_state(queue, job_id)
+    view: dict[str, Any] = {"id": job_id, "queue": queue.keys.name,
+                            "status": status_of(queue, state, job_id)}  # fmt: skip
+    if state.message is not None:
+        view.update(_from_message(state.message))
+    if state.dead or state.scheduled:
+        view["since" if state.dead else "due"] = _score(queue, job_id, state.dead)
+    if state.record is not None:
+        record = state.record.as_dict()
+        view.update({k: v for k, v in record.items() if k != "at"}, finished=record["at"])
+    return view
+
+
+def _from_message(message: bytes) -> dict[str, Any]:
+    try:
+        job = jobs.decode(message)
+    except jobs.MessageDecodeError as exc:
+        return {"error": f"the message does not decode: {exc}"}
+    found: dict[str, Any] = {"attempt": job.attempt, "error": jobs.decode_error(message),
+                             "ready_at": jobs.decode_ready_at(message)}  # fmt: skip
+    if envelope.is_envelope(job.data):
+        try:
+            env = envelope.decode(job.data)
+        except EnvelopeError as exc:
+            found["error"] = f"the envelope does not decode: {exc}"
+        else:
+            found.update(task=env.task, args=env.args, kwargs=env.kwargs)
+    else:
+        found["data"] = job.data
+    return found
+
+
+def _score(queue: ScriptedQueue, job_id: str, dead: bool) -> float | None:
+    client: Any = queue.client
+    score = client.zscore(queue.keys.dead if dead else queue.keys.scheduled, job_id)
+    return None if score is None else float(score)
+
+
+def recent_results(queue: ScriptedQueue, count: int = 20) -> list[dict[str, Any]]:
+    """The most recent finished jobs that kept a result, newest first."""
+    return [{"id": job_id, **record.as_dict()} for job_id, record in recent(queue, count)]

@@ -1,0 +1,180 @@
+"""What a finished task job leaves behind (SPEC section 16): its result record, and the
+follow-ups of a workflow (the next step of a chain, a group member's count), built here
+in Python and written by the script that acknowledges or kills the job, in that call
+(gq/scripts/lib/outcome.lua).
+
+A record is a MessagePack map: ``status`` ("done" or "failed"), ``task``, ``attempt``,
+``args`` and ``kwargs`` (the call, for the job page), and ``value`` (the return value)
+or ``error`` (why it failed, or why a done job's value could not be kept).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from gq import envelope
+from gq import job as jobs
+from gq.job import Job
+
+#: Workflow opts in the envelope: ``then`` (follow-ups run when the job succeeds),
+#: ``gather`` (a group callback: prepend the members' results).
+THEN = "then"
+GATHER = "gather"
+
+# One Packer for every record: its pack() is one C call that holds the GIL (no other
+# thread or greenlet runs in between), at half packb's cost per call.
+_packb = msgpack.Packer(use_bin_type=True, datetime=True).pack
+_TTL_MS: dict[float, str] = {}
+_encodable = envelope.encodable
+_NO_THEN: list[dict[str, Any]] = []
+
+
+def pack(value: Any) -> bytes:
+    """A value as MessagePack (``TypeError`` when it has no form)."""
+    if not envelope.encodable(value):
+        raise TypeError(f"a {type(value).__name__} has no MessagePack form")
+    return msgpack.packb(value, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A kept outcome as read back: ``at`` is the server time the job ended."""
+
+    status: str
+    task: str
+    attempt: int
+    args: list[Any]
+    kwargs: dict[str, Any]
+    value: Any = None
+    error: str | None = None
+    at: float | None = None
+
+    @classmethod
+    def read(cls, stored: bytes) -> Record:
+        """A record as lib/outcome.lua stores it: the end time (a MessagePack str of
+        server seconds), then the record's map."""
+        unpacker = msgpack.Unpacker(raw=False, timestamp=3, strict_map_key=False)
+        unpacker.feed(stored)
+        at, body = next(unpacker), next(unpacker)
+        return cls(
+            body.get("status", "done"), body.get("task", ""), int(body.get("attempt", 0)),
+            body.get("args", []), body.get("kwargs", {}), body.get("value"), body.get("error"),
+            None if at is None else float(at),
+        )  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "task": self.task, "attempt": self.attempt,
+                "args": self.args, "kwargs": self.kwargs, "value": self.value,
+                "error": self.error, "at": self.at}  # fmt: skip
+
+
+@dataclass
+class Op:
+    """One follow-up for lib/outcome.lua: ``kind`` "push", "member" or "fail", on
+    ``queue``'s keys, with its arguments (group id first for "member" and "fail")."""
+
+    kind: str
+    queue: str
+    args: list[Any]
+
+
+class Outcome:
+    """What the ack (or kill) of one job writes: ``record`` kept ``ttl`` seconds (0: none)
+    and the follow-ups. (A plain class: one is built for every job that keeps a result.)"""
+
+    __slots__ = ("record", "ttl", "ttl_ms", "ops")
+
+    def __init__(self, record: bytes, ttl: float, ops: list[Op] | None = None) -> None:
+        self.record = record
+        self.ttl = ttl
+        ttl_ms = _TTL_MS.get(ttl)
+        if ttl_ms is None:
+            ttl_ms = _TTL_MS[ttl] = str(max(1, int(ttl * 1000))) if ttl > 0 else "0"
+        self.ttl_ms = ttl_ms
+        self.ops = ops or _NO_OPS
+
+
+_NO_OPS: list[Op] = []
+
+
+class Finisher:
+    """Builds a job's Outcome from its envelope's opts (``result_ttl``, ``then``)."""
+
+    __slots__ = ("job", "fields", "ttl", "then")
+
+    def __init__(
+        self, job: Job, fields: envelope.Fields, ttl: Any = None, then: Any = None
+    ) -> None:
+        self.job = job
+        self.fields = fields
+        self.ttl = float(ttl or 0)
+        self.then: list[dict[str, Any]] = then or _NO_THEN
+
+    def done(self, value: Any) -> Outcome:
+        """The outcome of a success. A value with no MessagePack form is recorded as a
+        failure of the result, not of the job: the work is done, and running it again
+        would repeat it. The workflow stops there (no step can receive that value)."""
+        try:
+            if not _encodable(value):
+                raise TypeError(f"a {type(value).__name__} has no MessagePack form")
+            record = self._record("done", value=value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            why = f"the return value could not be kept: {exc}"
+            return Outcome(self._record("done", error=why), self.ttl, self._failed_ops(why))
+        if not self.then:
+            return Outcome(record, self.ttl)
+        packed = pack(value)
+        return Outcome(record, self.ttl, [op for spec in self.then for op in _follow(spec, value, packed)])
+
+    def failed(self, reason: str) -> Outcome:
+        """The outcome of a job that goes to dead: its error kept, its group told."""
+        return Outcome(self._record("failed", error=reason), self.ttl, self._failed_ops(reason))
+
+    def _failed_ops(self, reason: str) -> list[Op]:
+        members = [s for s in self.then if s.get("kind") == "member"]
+        return [Op("fail", s["queue"], [s["group"], self.job.id, s["keep"]]) for s in members]
+
+    def _record(self, status: str, *, value: Any = None, error: str | None = None) -> bytes:
+        task, args, kwargs = self.fields[:3]
+        if error is None:
+            body = {"status": status, "value": value, "task": task,
+                    "attempt": self.job.attempt, "args": args, "kwargs": kwargs}  # fmt: skip
+        else:
+            body = {"status": status, "error": error[: jobs.MAX_ERROR_CHARS], "task": task,
+                    "attempt": self.job.attempt, "args": args, "kwargs": kwargs}  # fmt: skip
+        return _packb(body)  # type: ignore[no-any-return]
+
+
+def _follow(spec: dict[str, Any], value: Any, packed: bytes) -> list[Op]:
+    kind = spec.get("kind")
+    if kind == "member":
+        return [Op("member", spec["queue"], [spec["group"], spec["index"], packed, spec["keep"]])]
+    if kind == "step":
+        return [Op("push", spec["queue"], [spec["id"], step_message(spec, value)])]
+    return []
+
+
+def step_message(spec: dict[str, Any], value: Any) -> bytes:
+    """The next step's message: its call, with the previous value first unless ``.si``."""
+    args = list(spec.get("args") or ())
+    if spec.get("pass", True):
+        args.insert(0, value)
+    data = envelope.encode(spec["task"], args, spec.get("kwargs") or {}, spec.get("opts"),
+                           spec.get("headers"))  # fmt: skip
+    return jobs.encode(Job(spec["id"], data), ready_at=time.time())
+
+
+def finisher(job: Job, fields: envelope.Fields) -> Finisher | None:
+    """The job's Finisher when it keeps a result or continues a workflow, else None (the
+    plain ack, at no cost). ``fields``: the envelope as gq.envelope.fields reads it."""
+    opts = fields[3]
+    ttl, then = opts.get("result_ttl"), opts.get(THEN)
+    return Finisher(job, fields, ttl, then) if ttl or then else None

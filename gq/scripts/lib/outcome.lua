@@ -1,0 +1,118 @@
+-- Library: a job's outcome (SPEC section 16), written in the same call that acknowledges
+-- (ack_results.lua) or kills (kill.lua) it. Needs lib/flow.lua and lib/chunk.lua. curlyq
+-- never reads these keys: Q:result:<id> (a string: the server time it ended as a
+-- MessagePack str, then the record, MessagePack written by gq; one SET with its TTL),
+-- Q:results (list of the ids that kept one, newest first, at most INDEX_MAX), Q:waiting
+-- (sorted set name -> deadline of a caller of get() waiting for it: the outcome is
+-- published on the queue's channel only for those; one EXISTS per call when none waits).
+-- An entry, read from ARGV at `at`, its keys from KEYS at `k` on, in order: ttl in ms (0:
+-- nothing kept; else the result key is the next key), record, number of follow-ups, then
+-- each follow-up with its keys next:
+--   "push"   id message                    keys: data, active, signal, flow
+--   "member" field value keep_ms gid chan  keys: group, data, active, signal, flow, waiting
+--                                          (of the group's queue)
+--   "fail"   member keep_ms gid chan       keys: group, waiting
+local SIZES = {push = {2, 4}, member = {5, 6}, fail = {4, 2}}  -- (arguments after the kind, keys)
+local INDEX_MAX = 1000
+
+local function time_str(now)
+  local s = string.format('%.6f', now)
+  return string.char(0xa0 + #s) .. s  -- a MessagePack fixstr (#s < 32)
+end
+
+-- The n keys from KEYS[k] on (an entry names them by their first index).
+local function keys_from(k, n)
+  local found = {}
+  for i = 1, n do
+    found[i] = KEYS[k]
+    k = k + 1
+  end
+  return found
+end
+
+local function tell_waiters(waiting_key, channel, name)
+  if redis.call('EXISTS', waiting_key) == 1 and redis.call('ZSCORE', waiting_key, name) then
+    redis.call('ZREM', waiting_key, name)
+    redis.call('PUBLISH', channel, name)
+  end
+end
+
+-- The next job of a workflow: stored and queued unless its id exists (a deterministic id
+-- and the same duplicate refusal as push.lua), so it is enqueued once.
+local function push_follow_up(k, id, message)
+  local data, active, signal, flow = unpack(keys_from(k, 4), 1, 4)
+  if redis.call('HSETNX', data, id, message) == 1 then
+    redis.call('RPUSH', active, id)
+    raise_signal_unless_paused(flow, signal)
+  end
+end
+
+-- A member of a group succeeded: its value under its field (once), the count of members
+-- left lowered; at zero the callback stored at enqueue (if any) is queued.
+local function member_done(k, field, value, keep_ms, gid, channel)
+  local group = KEYS[k]
+  local waiting = keys_from(k, 6)[6]
+  if redis.call('HSETNX', group, field, value) == 0 then return end
+  local left = redis.call('HINCRBY', group, 'left', -1)
+  redis.call('PEXPIRE', group, keep_ms)
+  if left > 0 then return end
+  local cb_id = redis.call('HGET', group, 'cb_id')
+  if cb_id then push_follow_up(k + 1, cb_id, redis.call('HGET', group, 'cb_msg')) end
+  tell_waiters(waiting, channel, gid)
+end
+
+local function member_failed(k, member, keep_ms, gid, channel)
+  local group, waiting = unpack(keys_from(k, 2), 1, 2)
+  redis.call('HSETNX', group, 'failed', member)
+  redis.call('PEXPIRE', group, keep_ms)
+  tell_waiters(waiting, channel, gid)
+end
+
+-- Apply the entry at ARGV[at] (its keys from KEYS[k] on) for job `id`; returns the
+-- indexes after it, and whether a result was kept. `stamp`: time_str(now), made once per
+-- call; `waited`: whether anybody waits on this queue (its Q:waiting exists).
+local function apply_outcome(at, k, id, stamp, waiting_key, channel, waited)
+  local ttl_ms, record, ops = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])
+  local keeps = ttl_ms ~= '0'
+  at = at + 3
+  if keeps then
+    redis.call('SET', KEYS[k], stamp .. record, 'PX', ttl_ms)
+    k = k + 1
+  end
+  for _ = 1, ops do
+    local kind = ARGV[at]
+    if kind == 'push' then
+      push_follow_up(k, ARGV[at + 1], ARGV[at + 2])
+    elseif kind == 'member' then
+      member_done(k, ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3]), ARGV[at + 4], ARGV[at + 5])
+    else
+      member_failed(k, ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + 3], ARGV[at + 4])
+    end
+    at, k = at + 1 + SIZES[kind][1], k + SIZES[kind][2]
+  end
+  if keeps and waited and redis.call('ZSCORE', waiting_key, id) then
+    redis.call('ZREM', waiting_key, id)
+    redis.call('PUBLISH', channel, id)
+  end
+  return at, k, keeps
+end
+
+-- The indexes after the entry at ARGV[at], KEYS[k], applied to nothing (a job not owned).
+local function skip_outcome(at, k)
+  if ARGV[at] ~= '0' then k = k + 1 end
+  local ops = tonumber(ARGV[at + 2])
+  at = at + 3
+  for _ = 1, ops do
+    local size = SIZES[ARGV[at]]
+    at, k = at + 1 + size[1], k + size[2]
+  end
+  return at, k
+end
+
+-- The ids that kept a result, newest first, the list cut to INDEX_MAX.
+local function index_results(index_key, kept)
+  if #kept > 0 then
+    call_chunked('LPUSH', index_key, kept)
+    redis.call('LTRIM', index_key, 0, INDEX_MAX - 1)
+  end
+end

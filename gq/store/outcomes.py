@@ -1,0 +1,193 @@
+"""The Redis side of results and workflows (SPEC section 16): acknowledging jobs with
+their outcomes (ack_results.lua), the outcome part of a kill (kill.lua), and the reads
+of ``Result.status()`` and ``get()``. The keys are gq's own (``QueueKeys.result``,
+``results``, ``waiting``, ``group``); curlyq never reads them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gq.errors import ResultUnavailable
+from gq.outcome import Outcome, Record, unpack
+from gq.store.base import MAX_BATCH, ScriptedQueue, as_text, chunks
+from gq.store.groupkeys import group_keys
+from gq.store.keys import QueueKeys
+
+#: The entry of a job with nothing to keep, in a batch of ack_results.lua.
+PLAIN = Outcome(b"", 0.0)
+
+#: How long past its get()'s timeout a waiting entry may stay before a script drops it.
+WAITING_SLACK = 60.0
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> list[Any]:
+    """The ARGV entry of lib/outcome.lua for one job, appending the keys it names."""
+    ops = out.ops
+    if out.ttl > 0:
+        keys.append(f"{queue.name}:result:{job_id}")  # (QueueKeys.result, inline: per job)
+        if not ops:
+            return [out.ttl_ms, out.record, 0]
+    elif not ops:
+        return ["0", b"", 0]
+    args: list[Any] = [out.ttl_ms, out.record if out.ttl > 0 else b"", len(out.ops)]
+    for op in out.ops:
+        k = QueueKeys(op.queue)
+        if op.kind == "push":
+            keys.extend([k.data, k.active, k.signal, k.flow])
+            args += ["push", *op.args]
+        elif op.kind == "member":
+            gid, index, packed, keep = op.args
+            keys.extend([k.group(gid), k.data, k.active, k.signal, k.flow, k.waiting])
+            args += ["member", f"r:{index}", packed, _ms(keep), gid, k.channel]
+        else:
+            gid, member, keep = op.args
+            keys.extend([k.group(gid), k.waiting])
+            args += ["fail", member, _ms(keep), gid, k.channel]
+    return args
+
+
+def finish(queue: ScriptedQueue, consumer_id: str, done: Sequence[tuple[str, Outcome]]) -> list[bool]:
+    """Acknowledge owned jobs with their outcomes (ack_results.lua): a flag per job."""
+    flags: list[bool] = []
+    for batch in chunks(done, MAX_BATCH):
+        k = queue.keys
+        keys = [k.inflight(consumer_id), k.data, k.recovered, k.held, k.flow, k.active,
+                k.signal, k.cancelled, k.waiting, k.results, *group_keys(k.name)]  # fmt: skip
+        args: list[Any] = [k.channel, len(batch), *(job_id for job_id, _ in batch)]
+        for job_id, out in batch:
+            args += entry(out, k, job_id, keys)
+        flags += [bool(flag) for flag in queue._run("ack_results", keys, args)]
+    return flags
+
+
+def kill_extras(queue: QueueKeys, job_id: str, out: Outcome, keys: list[str]) -> list[Any]:
+    """What kill.lua takes after its own keys and arguments to write ``out`` too."""
+    keys += [queue.waiting, queue.results]
+    return [queue.channel, *entry(out, queue, job_id, keys)]
+
+
+@dataclass(frozen=True)
+class State:
+    """What Redis says of one id: its kept record, and where its message is."""
+
+    record: Record | None
+    message: bytes | None
+    dead: bool
+    scheduled: bool
+
+    @property
+    def known(self) -> bool:
+        return self.record is not None or self.message is not None
+
+
+def read_state(queue: ScriptedQueue, job_id: str) -> State:
+    """One round trip: the id's record, message, and dead and scheduled membership."""
+    k = queue.keys
+    pipe: Any = queue.client.pipeline(transaction=False)
+    pipe.get(k.result(job_id))
+    pipe.hget(k.data, job_id)
+    pipe.zscore(k.dead, job_id)
+    pipe.zscore(k.scheduled, job_id)
+    stored, message, dead, scheduled = pipe.execute()
+    record = None if stored is None else Record.read(stored)
+    return State(record, message, dead is not None, scheduled is not None)
+
+
+def running(queue: ScriptedQueue, job_id: str) -> bool:
+    """Whether ``job_id`` is in some consumer's in-flight set (else it is ready)."""
+    client: Any = queue.client
+    members = [as_text(m) for m in client.zrange(queue.keys.consumers, 0, -1)]
+    if not members:
+        return False
+    pipe: Any = client.pipeline(transaction=False)
+    for inflight in members:
+        pipe.sismember(inflight, job_id)
+    return any(pipe.execute())
+
+
+def status_of(queue: ScriptedQueue, state: State, job_id: str) -> str:
+    """SPEC section 16's status: scheduled, ready, running, done, failed or missing."""
+    if state.record is not None:
+        return state.record.status
+    if state.dead:
+        return "failed"
+    if state.message is None:
+        return "missing"
+    if state.scheduled:
+        return "scheduled"
+    return "running" if running(queue, job_id) else "ready"
+
+
+def wait_for(queue: ScriptedQueue, names: Sequence[str], timeout: float) -> None:
+    """Mark ``names`` as waited for (the scripts publish their outcome only then)."""
+    deadline = time.time() + timeout + WAITING_SLACK
+    pipe: Any = queue.client.pipeline(transaction=False)
+    pipe.zadd(queue.keys.waiting, dict.fromkeys(names, deadline), gt=True)
+    pipe.zremrangebyscore(queue.keys.waiting, "-inf", time.time() - WAITING_SLACK)
+    pipe.execute()
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """A group's state: members left, the first failed member's id, its size, callback."""
+
+    left: int | None
+    failed: str | None
+    size: int
+    callback: str | None
+
+
+def group_state(queue: ScriptedQueue, group_id: str) -> GroupState:
+    values = queue.client.hmget(queue.keys.group(group_id), ["left", "failed", "n", "cb_id"])
+    left, failed, size, callback = (None if v is None else as_text(v) for v in values)
+    return GroupState(None if left is None else int(left), failed, int(size or 0), callback)
+
+
+def group_values(queue: ScriptedQueue, group_id: str, size: int) -> list[bytes | None]:
+    """The members' packed results, in order (HMGET in batches of MAX_BATCH fields)."""
+    key = queue.keys.group(group_id)
+    pipe: Any = queue.client.pipeline(transaction=False)
+    for batch in chunks(range(size), MAX_BATCH):
+        pipe.hmget(key, [f"r:{i}" for i in batch])
+    return [value for reply in pipe.execute() for value in reply]
+
+
+def gathered(store: ScriptedQueue, group_id: str, size: int) -> list[Any]:
+    """The members' results of a group, in order (a callback's first argument)."""
+    values = group_values(store, group_id, size)
+    if any(value is None for value in values):
+        raise ResultUnavailable(f"group {group_id}: its members' results expired (result_ttl)")
+    return [unpack(value) for value in values if value is not None]
+
+
+def start_group(
+    queue: ScriptedQueue, group_id: str, size: int, keep: float, callback: tuple[str, bytes] | None
+) -> None:
+    """Write a group's state before its members are queued: the count, the callback."""
+    fields: dict[str, Any] = {"left": size, "n": size}
+    if callback is not None:
+        fields["cb_id"], fields["cb_msg"] = callback
+    pipe: Any = queue.client.pipeline(transaction=False)
+    pipe.hset(queue.keys.group(group_id), mapping=fields)
+    pipe.pexpire(queue.keys.group(group_id), _ms(keep))
+    pipe.execute()
+
+
+def recent(queue: ScriptedQueue, count: int) -> list[tuple[str, Record]]:
+    """The most recent finished jobs that kept a result (and still have it), newest first."""
+    client: Any = queue.client
+    listed = [as_text(i) for i in client.lrange(queue.keys.results, 0, max(0, count * 2 - 1))]
+    ids = list(dict.fromkeys(listed))  # (a job kept twice: retried from dead, say)
+    pipe: Any = client.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.get(queue.keys.result(job_id))
+    found = zip(ids, pipe.execute()) if ids else iter(())
+    return [(i, Record.read(stored)) for i, stored in found if stored is not None][:count]

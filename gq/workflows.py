@@ -1,0 +1,346 @@
+"""Workflows (SPEC section 16): ``gq.chain(a.s(), b.s())`` runs each step after the
+previous one succeeded, with its value as the step's first argument (``.si`` steps
+ignore it); ``gq.group(...)`` runs its members side by side, and ``.then(cb.s())``
+runs ``cb(results, ...)`` once every member succeeded.
+
+Exactly once: each step's envelope carries the next step (``opts.then``), and the
+worker writes it in the script that acknowledges the step (gq/scripts/lib/outcome.lua),
+under an id fixed at enqueue (``<chain>.<i>``). A worker that dies after a step ran but
+before its ack wrote nothing: the step runs again (at-least-once), and only its one
+acknowledgement enqueues the next. A group's count of members left lives in
+``Q:group:<id>`` and is lowered by each member's ack; the callback, stored with it at
+enqueue, is queued by the ack that brings it to zero. Its arguments are read by the
+worker that runs it, so a member's ack does the same bounded work in a group of 10,000.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any, Callable, Union
+
+from gq import envelope
+from gq.errors import ResultUnavailable, TaskFailed
+from gq.job import Job
+from gq.outcome import GATHER, THEN
+from gq.results import Result, look, settled, wait, await_
+from gq.store.base import ScriptedQueue
+from gq.store.outcomes import gathered, group_state, read_state, start_group
+from gq.task import Signature
+from gq.taskopts import wire
+
+#: How long a workflow's steps keep their results (and a group its state) when neither
+#: the task nor ``enqueue(result_ttl=)`` says: a day.
+DEFAULT_KEEP = 86400.0
+
+Step = tuple[str, str, str]  # (queue, id, task)
+
+
+def chain(*steps: Signature[Any]) -> Chain:
+    """Steps run one after the other, each given the previous value first."""
+    return Chain(steps)
+
+
+def group(*members: Union[Signature[Any], Iterable[Signature[Any]]]) -> Group:
+    """Members run side by side: ``group(a.s(1), a.s(2))`` or ``group(a.s(k) for k in ks)``."""
+    if len(members) == 1 and not isinstance(members[0], Signature):
+        return Group(list(members[0]))
+    return Group(list(members))  # type: ignore[arg-type]
+
+
+def _signatures(items: Sequence[Any], what: str) -> list[Signature[Any]]:
+    if not items:
+        raise ValueError(f"{what} needs at least one task.s(...)")
+    for item in items:
+        if not isinstance(item, Signature):
+            raise TypeError(f"{what} takes task.s(...) signatures, not {item!r}")
+    return list(items)
+
+
+def _check_binds(sig: Signature[Any], receives: bool) -> None:
+    args = [None, *sig.args] if receives and not sig.immutable else list(sig.args)
+    why = sig.task.binder.check(args, sig.kwargs)
+    if why is not None:
+        raise TypeError(f"task {sig.task.name}: the arguments do not bind: {why}")
+
+
+def _opts(sig: Signature[Any], keep: float, then: list[dict[str, Any]] | None) -> dict[str, Any]:
+    opts = wire(sig.task.options, time.time, None)
+    opts["result_ttl"] = sig.task.options.result_ttl or keep
+    if then:
+        opts[THEN] = then
+    return opts
+
+
+def _app(sig: Signature[Any]) -> Any:
+    return sig.task.app
+
+
+def _push(sig: Signature[Any], pairs: list[tuple[str, bytes]]) -> None:
+    """Store and queue (id, envelope) jobs on ``sig``'s queue, in batches."""
+    queue, core = _app(sig)._store(sig.task.queue)
+    now = time.time()
+    messages = [(job_id, core._encode(Job(job_id, data), now)) for job_id, data in pairs]
+    stored = queue.push(messages)
+    if not all(stored):
+        raise ResultUnavailable(f"workflow job {messages[stored.index(False)][0]} exists already")
+
+
+class Chain:
+    """Steps run in order (``gq.chain``); ``then`` adds one; ``enqueue`` starts it."""
+
+    def __init__(self, steps: Sequence[Signature[Any]]) -> None:
+        self.steps = _signatures(steps, "chain()")
+        for index, step in enumerate(self.steps):
+            _check_binds(step, index > 0)
+
+    def then(self, step: Signature[Any]) -> Chain:
+        return Chain([*self.steps, step])
+
+    def enqueue(self, *, result_ttl: float | None = None) -> ChainResult:
+        """Enqueue the first step (the others follow it); the chain's handle."""
+        keep = float(result_ttl or DEFAULT_KEEP)
+        cid = uuid.uuid4().hex
+        ids = [f"{cid}.{i}" for i in range(len(self.steps))]
+        app = _app(self.steps[0])
+        if app.eager is not None:
+            return ChainResult(cid, app, self._steps(ids), _eager_chain(self.steps))
+        spec: dict[str, Any] | None = None
+        for index in reversed(range(len(self.steps))):
+            sig = self.steps[index]
+            spec = {"kind": "step", "queue": sig.task.queue, "id": ids[index],
+                    "task": sig.task.name, "args": list(sig.args), "kwargs": dict(sig.kwargs),
+                    "opts": _opts(sig, keep, [spec] if spec else None),
+                    "pass": not sig.immutable}  # fmt: skip
+        assert spec is not None
+        first = self.steps[0]
+        _push(first, [(ids[0], envelope.encode(first.task.name, first.args, first.kwargs,
+                                               spec["opts"]))])  # fmt: skip
+        return ChainResult(cid, app, self._steps(ids))
+
+    def _steps(self, ids: list[str]) -> list[Step]:
+        return [(s.task.queue, i, s.task.name) for s, i in zip(self.steps, ids)]
+
+
+class Group:
+    """Members run side by side (``gq.group``); ``then`` sets a callback."""
+
+    def __init__(self, members: Sequence[Signature[Any]], callback: Signature[Any] | None = None) -> None:
+        self.members = _signatures(members, "group()")
+        for member in self.members:
+            _check_binds(member, False)
+        if callback is not None:
+            _check_binds(_signatures([callback], "then()")[0], True)
+        self.callback = callback
+
+    def then(self, callback: Signature[Any]) -> Group:
+        """Run ``callback`` with the members' results first, once all succeeded."""
+        return Group(self.members, callback)
+
+    def enqueue(self, *, result_ttl: float | None = None) -> GroupResult:
+        keep = float(result_ttl or DEFAULT_KEEP)
+        gid = uuid.uuid4().hex
+        ids = [f"{gid}.{i}" for i in range(len(self.members))]
+        home = (self.callback or self.members[0]).task.queue
+        app = _app(self.members[0])
+        steps = [(s.task.queue, i, s.task.name) for s, i in zip(self.members, ids)]
+        cb = self.callback
+        cb_step = None if cb is None else (cb.task.queue, f"{gid}.then", cb.task.name)
+        if app.eager is not None:
+            return GroupResult(gid, home, app, steps, cb_step, _eager_group(self.members, cb))
+        start_group(app._store(home)[0], gid, len(ids), keep, self._callback(gid, keep, home))
+        by_queue: dict[str, list[tuple[str, bytes]]] = {}
+        for index, (sig, job_id) in enumerate(zip(self.members, ids)):
+            member = {"kind": "member", "queue": home, "group": gid, "index": index, "keep": keep}
+            data = envelope.encode(sig.task.name, sig.args, sig.kwargs, _opts(sig, keep, [member]))
+            by_queue.setdefault(sig.task.queue, []).append((job_id, data))
+        firsts = {s.task.queue: s for s in reversed(self.members)}
+        for queue, pairs in by_queue.items():
+            _push(firsts[queue], pairs)
+        return GroupResult(gid, home, app, steps, cb_step)
+
+    def _callback(self, gid: str, keep: float, home: str) -> tuple[str, bytes] | None:
+        cb = self.callback
+        if cb is None:
+            return None
+        opts = _opts(cb, keep, None)
+        if not cb.immutable:
+            opts[GATHER] = {"queue": home, "group": gid, "n": len(self.members)}
+        data = envelope.encode(cb.task.name, cb.args, cb.kwargs, opts)
+        core = _app(cb)._store(cb.task.queue)[1]
+        cb_id = f"{gid}.then"
+        return cb_id, core._encode(Job(cb_id, data), time.time())
+
+
+# -- handles --------------------------------------------------------------------------
+
+
+_NOTHING: Any = object()
+
+
+class _Handle:
+    """What chain and group handles share: an id, an app, eager outcomes."""
+
+    def __init__(self, id: str, app: Any, eager: tuple[Any, BaseException | None] | None) -> None:
+        self.id = id
+        self._app = app
+        self._eager = eager
+
+    def _store(self, queue: str) -> ScriptedQueue:
+        store: ScriptedQueue = self._app._store(queue)[0]
+        return store
+
+    def _known(self) -> Any:
+        if self._eager is None:
+            return _NOTHING
+        value, error = self._eager
+        if error is not None:
+            raise error
+        return value
+
+    def _check(self) -> tuple[bool, Any]:
+        raise NotImplementedError
+
+    def _watched(self) -> list[tuple[str, list[str]]]:
+        raise NotImplementedError
+
+    def get(self, timeout: float | None = None) -> Any:
+        """The workflow's value; ``TaskFailed`` naming the step or member that failed;
+        ``TimeoutError`` with no outcome after ``timeout`` seconds."""
+        known = self._known()
+        if known is not _NOTHING:
+            return known
+        return wait(self._app, self._watched(), self._check, timeout)
+
+    async def aget(self, timeout: float | None = None) -> Any:
+        known = self._known()
+        if known is not _NOTHING:
+            return known
+        return await await_(self._app, self._watched(), self._check, timeout)
+
+    def status(self) -> str:
+        """"done", "failed", or "running" while the workflow is under way."""
+        if self._eager is not None:
+            return "failed" if self._eager[1] is not None else "done"
+        try:
+            done, _ = self._check()
+        except TaskFailed:
+            return "failed"
+        except ResultUnavailable:
+            return "missing"
+        return "done" if done else "running"
+
+
+class ChainResult(_Handle):
+    """A chain's handle: ``get()`` the last step's value."""
+
+    def __init__(self, id: str, app: Any, steps: list[Step], eager: Any = None) -> None:
+        super().__init__(id, app, eager)
+        self.steps = steps
+
+    def results(self) -> list[Result[Any]]:
+        return [Result(i, q, t, app=self._app, keeps=True) for q, i, t in self.steps]
+
+    def _watched(self) -> list[tuple[str, list[str]]]:
+        by_queue: dict[str, list[str]] = {}
+        for queue, job_id, _ in self.steps:
+            by_queue.setdefault(queue, []).append(job_id)
+        return list(by_queue.items())
+
+    def _check(self) -> tuple[bool, Any]:
+        value: Any = None
+        for index, (queue, job_id, task) in enumerate(self.steps):
+            state = read_state(self._store(queue), job_id)
+            if not state.known and index > 0:
+                return False, None  # not enqueued yet: the previous step is under way
+            done, value = settled(state, queue, job_id, task, True)
+            if not done:
+                return False, None
+        return True, value
+
+
+class GroupResult(_Handle):
+    """A group's handle: ``get()`` the members' results in order, or, with a callback,
+    the callback's value."""
+
+    def __init__(
+        self,
+        id: str,
+        home: str,
+        app: Any,
+        members: list[Step],
+        callback: Step | None,
+        eager: Any = None,
+    ) -> None:
+        super().__init__(id, app, eager)
+        self.home = home
+        self.members = members
+        self.callback = callback
+
+    def _watched(self) -> list[tuple[str, list[str]]]:
+        watched = [(self.home, [self.id])]
+        if self.callback is not None:
+            watched.append((self.callback[0], [self.callback[1]]))
+        return watched
+
+    def _check(self) -> tuple[bool, Any]:
+        home = self._store(self.home)
+        state = group_state(home, self.id)
+        if state.left is None:
+            raise ResultUnavailable(f"group {self.id}: gq knows nothing of it on queue "
+                                    f"{self.home} (never enqueued there, or expired)")  # fmt: skip
+        if state.failed is not None:
+            self._raise_for(state.failed)
+        if self.callback is not None:
+            queue, job_id, task = self.callback
+            return look(self._store(queue), job_id, task, True) if state.left <= 0 else (False, None)
+        if state.left > 0:
+            return False, None
+        return True, gathered(home, self.id, state.size)
+
+    def _raise_for(self, member: str) -> None:
+        queue, _, task = next((m for m in self.members if m[1] == member), (self.home, member, ""))
+        try:
+            settled(read_state(self._store(queue), member), queue, member, task, True)
+        except ResultUnavailable:
+            pass  # its error is no longer kept: the group's mark still says it failed
+        raise TaskFailed(member, task, "failed (its error is no longer kept)")
+
+
+# -- gq.testing.eager ---------------------------------------------------------------
+
+
+def _run_eager(sig: Signature[Any], args: list[Any]) -> Any:
+    try:
+        return sig.task.call().enqueue(*args, **sig.kwargs).get()
+    except Exception as exc:  # noqa: BLE001 - named in the TaskFailed
+        raise TaskFailed("eager", sig.task.name, f"{type(exc).__name__}: {exc}") from exc
+
+
+def _eager(run: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return run(), None
+    except TaskFailed as exc:
+        return None, exc
+
+
+def _eager_chain(steps: list[Signature[Any]]) -> tuple[Any, BaseException | None]:
+    def run() -> Any:
+        value: Any = None
+        for index, step in enumerate(steps):
+            passed = [value] if index and not step.immutable else []
+            value = _run_eager(step, [*passed, *step.args])
+        return value
+
+    return _eager(run)
+
+
+def _eager_group(members: list[Signature[Any]], cb: Signature[Any] | None) -> tuple[Any, BaseException | None]:
+    def run() -> Any:
+        values = [_run_eager(m, list(m.args)) for m in members]
+        if cb is None:
+            return values
+        return _run_eager(cb, [*([] if cb.immutable else [values]), *cb.args])
+
+    return _eager(run)

@@ -1,0 +1,56 @@
+"""The app of the workflow crash tests (tests/test_workflow_processes.py), run by real
+``gq-worker`` processes (tests.fault_worker). Every run of a task is recorded on
+``<queue>:test:runs``; a task whose argument is "die" SIGKILLs its own worker right after
+its work, the first time only: the moment between running a step and acknowledging it."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import redis
+
+import gq
+
+
+def build(queue: str, url: str | None = None) -> gq.App:
+    app = gq.App(url=url, queue=queue)
+    recorder: list[redis.Redis] = []
+
+    def note(name: str, arg: Any) -> None:
+        if not recorder:
+            recorder.append(redis.Redis.from_url(os.environ.get("GQ_TEST_HANDLER_URL") or url or ""))
+        client = recorder[0]
+        client.rpush(f"{queue}:test:runs", name)
+        if arg == "die" and client.set(f"{queue}:test:died:{name}", 1, nx=True):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    @app.task(name="step")
+    def step(previous: Any, arg: str) -> str:
+        note(f"step-{arg}", arg)
+        return f"{previous}>{arg}"
+
+    @app.task(name="first")
+    def first(arg: str) -> str:
+        note("first", arg)
+        return arg
+
+    @app.task(name="member")
+    def member(index: int, arg: str) -> int:
+        note(f"member-{index}", arg)
+        return index
+
+    @app.task(name="callback")
+    def callback(results: list[int]) -> int:
+        note("callback", "")
+        return sum(results)
+
+    @app.task(name="echo", result_ttl=60)
+    def echo(value: Any) -> Any:
+        return value
+
+    return app
+
+
+app = build(os.environ.get("GQ_QUEUE", "workflows"))
