@@ -3,6 +3,7 @@ through Django, run by real ``manage.py gq_worker`` processes, read back from Re
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -111,6 +112,8 @@ def test_refresh_follows_a_job_until_it_finishes(client: redis.Redis, manage: An
     client.rpush("go:key", "went")
     wait_until(lambda: refreshed() == TaskResultStatus.SUCCESSFUL, timeout=30, message="done")
     assert result.return_value == "went" and result.finished_at is not None
+    again = asyncio.run(tasks.waits.aget_result(result.id))  # Django's async API: the same
+    assert (again.status, again.return_value) == (TaskResultStatus.SUCCESSFUL, "went")
 
 
 def test_what_gq_does_not_know_does_not_exist(client: redis.Redis, django_url: str) -> None:
@@ -157,3 +160,9 @@ def test_result_ttl_zero_keeps_none_and_says_so(client: redis.Redis, django_url:
     assert "result_ttl" not in opts(result.id)
     with pytest.raises(NotImplementedError, match="RESULT_TTL is 0"):
         result.refresh()
+    from django.core.exceptions import ImproperlyConfigured
+
+    from gq.contrib.django.backend import app_for
+
+    with pytest.raises(ImproperlyConfigured, match="result_ttl"):
+        app_for("negative", {"RESULT_TTL": -1}, ["default"])
