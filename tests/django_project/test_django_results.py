@@ -19,6 +19,14 @@ def ran(client: redis.Redis) -> list[str]:
     return [entry.decode() for entry in client.lrange("django:ran", 0, -1)]
 
 
+def wait_for(condition: Any, worker: Any, what: str) -> None:
+    """wait_until, with the worker's output when the condition never came."""
+    try:
+        wait_until(condition, timeout=30, message=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nthe worker said:\n{worker.output}") from None
+
+
 def finished(backend: Any, *ids: str) -> bool:
     return all(backend.get_result(i).is_finished for i in ids)
 
@@ -38,8 +46,8 @@ def test_get_result_gives_a_real_workers_outcomes(client: redis.Redis, manage: A
 
     before = time.time()
     worker = manage("--poller-poll-duration", "0.5", "--scheduler-poll-interval", "0.1")
-    wait_until(lambda: finished(backend, add.id, receipt.id, flaky.id, later.id), timeout=30,
-               message=f"four outcomes; worker said:\n{worker.output}")  # fmt: skip
+    wait_for(lambda: finished(backend, add.id, receipt.id, flaky.id, later.id), worker,
+             "four outcomes")  # fmt: skip
     done = tasks.add.get_result(add.id)
     assert (done.status, done.return_value, done.args, done.kwargs, done.attempts) == (
         TaskResultStatus.SUCCESSFUL, 5, [2, 3], {}, 1)  # fmt: skip
@@ -62,9 +70,9 @@ def test_a_failed_task_gives_failed_with_its_error(client: redis.Redis, manage: 
     broken, stock = tasks.broken.enqueue(), tasks.out_of_stock.enqueue("tea")
     later, huge = tasks.retries_later.enqueue(), tasks.huge.enqueue()
     worker = manage("--poller-poll-duration", "0.5", "--scheduler-poll-interval", "0.1")
-    wait_until(lambda: finished(backend, broken.id, stock.id, huge.id)
-               and backend.get_result(later.id).attempts == 1, timeout=30,
-               message=f"two failures and a retry; worker said:\n{worker.output}")  # fmt: skip
+    wait_for(lambda: finished(backend, broken.id, stock.id, huge.id)
+             and backend.get_result(later.id).attempts == 1, worker,
+             "two failures, a retry and an unkept value")  # fmt: skip
 
     failed = tasks.broken.get_result(broken.id)
     assert (failed.status, failed.attempts, failed.is_finished) == (TaskResultStatus.FAILED, 2,
@@ -99,18 +107,18 @@ def test_refresh_follows_a_job_until_it_finishes(client: redis.Redis, manage: An
     from shop import tasks
 
     result = tasks.waits.enqueue("go:key")
-    manage("--poller-poll-duration", "0.5")
+    worker = manage("--poller-poll-duration", "0.5")
 
     def refreshed() -> TaskResultStatus:
         result.refresh()
         return result.status
 
-    wait_until(lambda: refreshed() == TaskResultStatus.RUNNING, timeout=30, message="running")
+    wait_for(lambda: refreshed() == TaskResultStatus.RUNNING, worker, "running")
     assert (result.attempts, result.is_finished) == (1, False)
     with pytest.raises(ValueError, match="not finished"):
         _ = result.return_value
     client.rpush("go:key", "went")
-    wait_until(lambda: refreshed() == TaskResultStatus.SUCCESSFUL, timeout=30, message="done")
+    wait_for(lambda: refreshed() == TaskResultStatus.SUCCESSFUL, worker, "done")
     assert result.return_value == "went" and result.finished_at is not None
     again = asyncio.run(tasks.waits.aget_result(result.id))  # Django's async API: the same
     assert (again.status, again.return_value) == (TaskResultStatus.SUCCESSFUL, "went")
