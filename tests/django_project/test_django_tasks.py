@@ -6,69 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import django
 import pytest
 import redis
 
-from tests.helpers import RedisServer, stop_process, wait_until
+from tests.helpers import wait_until
 
 PROJECT = Path(__file__).resolve().parent
-DB = 9  # the project's own database on the test Redis: emptied by each test
-
-
-@pytest.fixture(scope="module")
-def django_url(redis_server: RedisServer) -> str:
-    url = f"redis://{redis_server.host}:{redis_server.port}/{DB}"
-    os.environ["GQ_DJANGO_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    django.setup()
-    return url
-
-
-@pytest.fixture
-def client(django_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(django_url)
-    client.flushdb()
-    yield client
-    client.flushdb()
-    client.close()
-
-
-class ManageWorker:
-    """``python manage.py gq_worker ...`` in the project, output in a file."""
-
-    def __init__(self, tmp_path: Path, *flags: str) -> None:
-        self.path = tmp_path / f"gq_worker-{time.monotonic_ns()}.log"
-        env = dict(os.environ, PYTHONPATH=str(PROJECT.parent.parent),
-                   GQ_DJANGO_DB=str(tmp_path / "db.sqlite3"))  # fmt: skip
-        with open(self.path, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "manage.py", "gq_worker", *flags], cwd=PROJECT, env=env,
-                stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-
-    @property
-    def output(self) -> str:
-        return self.path.read_text(errors="replace")
-
-
-@pytest.fixture
-def manage(tmp_path: Path) -> Iterator[Any]:
-    started: list[ManageWorker] = []
-
-    def start(*flags: str) -> ManageWorker:
-        started.append(ManageWorker(tmp_path, *flags))
-        return started[-1]
-
-    yield start
-    for worker in started:
-        stop_process(worker.proc)
 
 
 def ran(client: redis.Redis) -> list[str]:
@@ -149,54 +96,6 @@ def test_what_django_or_gq_refuse_writes_nothing(client: redis.Redis) -> None:
     with pytest.raises(TypeError, match=r"args\[1\]"):
         tasks.add.enqueue(1, object())
     assert client.keys("*") == []
-
-
-def test_get_result_follows_gq_results_when_gq_keeps_them(client: redis.Redis) -> None:
-    from django.tasks import TaskResultStatus, default_task_backend
-    from django.tasks.exceptions import TaskResultDoesNotExist
-    from shop import tasks
-
-    from gq.contrib.django import results
-
-    backend = default_task_backend
-    # gq's results (SPEC 16) land separately: until then the backend says it has none.
-    assert backend.supports_get_result is results.available(backend.app)
-    if not backend.supports_get_result:
-        with pytest.raises(NotImplementedError):
-            backend.get_result("any")
-
-    class Failed(Exception):  # gq.TaskFailed's shape: .error is the stored error
-        error = "ValueError: always"
-
-    class Stub:  # SPEC 16's Result: status() and get()
-        def __init__(self, status: str, value: Any = None) -> None:
-            self.task, self._status, self._value = "shop.tasks.add", status, value
-
-        def status(self) -> str:
-            return self._status
-
-        def get(self, timeout: float | None = None) -> Any:
-            if self._status == "failed":
-                raise Failed()
-            return self._value
-
-    stubs = {"d": Stub("done", 5), "f": Stub("failed"), "s": Stub("scheduled"),
-             "m": Stub("missing")}  # fmt: skip
-    app = backend.app
-    app.result = stubs.__getitem__  # type: ignore[attr-defined]
-    try:
-        done = backend.get_result("d")
-        assert (done.status, done.return_value, done.task) == (TaskResultStatus.SUCCESSFUL, 5,
-                                                               tasks.add)  # fmt: skip
-        failed = tasks.add.get_result("f")
-        assert failed.status == TaskResultStatus.FAILED
-        assert failed.errors[0].exception_class is ValueError
-        assert failed.errors[0].traceback == "ValueError: always"
-        assert backend.get_result("s").status == TaskResultStatus.READY
-        with pytest.raises(TaskResultDoesNotExist):
-            backend.get_result("m")
-    finally:
-        del app.result  # type: ignore[attr-defined]
 
 
 def test_the_commands_flags_are_gq_workers() -> None:

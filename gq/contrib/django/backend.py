@@ -11,7 +11,9 @@
   (``supports_priority = False``: ``InvalidTask`` for any priority but 0): gq's order is
   by queue (``gq_worker --queue high --queue low``, or weights), not per job.
 - ``OPTIONS``: ``url`` (else gq-worker's ``--url`` in the worker) and the gq task
-  options as app defaults (``retries``, ``timeout``, ``backoff``, ``result_ttl``...).
+  options as app defaults (``retries``, ``timeout``, ``backoff``...); ``RESULT_TTL``
+  (``DEFAULT_RESULT_TTL`` unless given) is how long gq keeps a job's outcome, which is
+  what ``get_result`` reads: 0 keeps none, and then ``supports_get_result`` is False.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ from gq.errors import ConfigurationError
 #: (per greenlet under gevent), but the tasks registered must be the same for all.
 _APPS: dict[str, gq.App] = {}
 
+#: Seconds an outcome is kept when OPTIONS has no RESULT_TTL: Django's API reads results
+#: by id (``get_result``, ``refresh``), so they are kept unless the settings say not to.
+DEFAULT_RESULT_TTL = 86400.0
+
 
 class GQTask(Task):  # type: ignore[misc]  # (Django has no type information)
     """A Django task that registers itself as a gq task on its backend's app."""
@@ -57,12 +63,14 @@ class GQBackend(BaseTaskBackend):  # type: ignore[misc]  # (as above)
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.app = app_for(alias, self.options, params.get("QUEUES") or ["default"])
+        #: In the settings' order (Django's ``queues`` is a set): the first is the app's.
+        self.queue_names: list[str] = list(params.get("QUEUES") or ["default"])
+        self.app = app_for(alias, self.options, self.queue_names)
 
     @property
     def supports_get_result(self) -> bool:
-        """Whether gq keeps results (SPEC section 16: ``App.result``)."""
-        return results.available(self.app)
+        """Whether gq keeps the outcomes ``get_result`` reads (OPTIONS ``RESULT_TTL`` > 0)."""
+        return bool(self.app.defaults.result_ttl)
 
     def register(self, task: Task) -> gq.Task[Any, Any]:
         """The gq task of a Django task (registered once, by its module path)."""
@@ -80,9 +88,14 @@ class GQBackend(BaseTaskBackend):  # type: ignore[misc]  # (as above)
         return task_result
 
     def get_result(self, result_id: str) -> TaskResult:
-        """The ``TaskResult`` of a job, from gq's results (``TaskResultDoesNotExist``
-        when gq knows nothing of it)."""
-        return results.read(self.app, self.alias, result_id)
+        """The ``TaskResult`` of a job on one of the backend's queues: its kept outcome,
+        else its state while it waits or runs (``TaskResultDoesNotExist`` when gq knows
+        nothing of it)."""
+        if not self.supports_get_result:
+            raise NotImplementedError(
+                f"TASKS[{self.alias!r}] keeps no results (OPTIONS RESULT_TTL is 0)"
+            )
+        return results.read(self.app, self.alias, self.queue_names, result_id)
 
 
 def app_for(alias: str, options: dict[str, Any], queues: list[str]) -> gq.App:
@@ -92,6 +105,7 @@ def app_for(alias: str, options: dict[str, Any], queues: list[str]) -> gq.App:
     app = _APPS.get(alias)
     if app is None:
         defaults = {key.lower(): value for key, value in options.items()}
+        defaults.setdefault("result_ttl", DEFAULT_RESULT_TTL)
         url = defaults.pop("url", None)
         try:
             app = _APPS[alias] = gq.App(url=url, queue=queues[0], **defaults)

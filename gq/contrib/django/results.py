@@ -1,22 +1,29 @@
 """gq's results as Django's ``TaskResult`` (status, return value, errors).
 
-Written against SPEC section 16's API (``app.result(id)``, ``Result.status()``,
-``Result.get()``, ``gq.TaskFailed``), which lands with gq's results: until then
-``available`` is False, so ``GQBackend.supports_get_result`` is, and ``get_result``
-says so. ``to_task_result`` is the one place the two models meet.
+``read`` looks the id up on each queue of the backend with ``gq.jobview.job_view`` (what
+``gq job`` shows: one round trip per queue): the kept outcome once the job ended (for
+the backend's ``RESULT_TTL``), else the job's message while it waits, runs or lies in
+dead. ``to_task_result`` is the one place the two models meet.
 """
 
 from __future__ import annotations
 
+import builtins
+import inspect
 import traceback
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from types import ModuleType
 from typing import Any
 
 from django.tasks import TaskResult, TaskResultStatus
-from django.tasks.base import TaskError
+from django.tasks.base import Task, TaskError
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.utils.module_loading import import_string
 
 import gq
+import gq.errors
+from gq.jobview import job_view
 
 #: gq's statuses (SPEC 16) as Django's; "missing" is TaskResultDoesNotExist.
 STATUSES = {
@@ -27,60 +34,91 @@ STATUSES = {
     "failed": TaskResultStatus.FAILED,
 }
 
-
-def available(app: gq.App) -> bool:
-    """Whether this gq keeps results (SPEC 16's ``App.result``)."""
-    return callable(getattr(app, "result", None))
-
-
-def read(app: gq.App, alias: str, result_id: str) -> TaskResult:
-    """The TaskResult of job ``result_id`` for the backend ``alias`` of ``app``
-    (``TaskResultDoesNotExist`` if gq knows nothing of it)."""
-    if not available(app):
-        raise NotImplementedError("this gq keeps no results yet (SPEC section 16)")
-    result: Any = app.result(result_id)
-    status = result.status()
-    if status == "missing":
-        raise TaskResultDoesNotExist(result_id)
-    value, error = None, None
-    if status == "done":
-        value = result.get(timeout=0)
-    elif status == "failed":
-        try:
-            result.get(timeout=0)
-        except Exception as exc:  # noqa: BLE001 - gq.TaskFailed, whatever its module
-            error = exc
-    return to_task_result(alias, result_id, result.task, status, value, error)
+#: The class of an error gq stored without a type it can name (a gq.Kill's reason, a
+#: return value that could not be kept, a type of an unknown module).
+UNNAMED = "gq.errors.TaskFailed"
 
 
-def to_task_result(
-    alias: str, id: str, task_name: str, status: str, value: Any, error: Any
-) -> TaskResult:
-    """A TaskResult from what gq knows of a job: its task's module path, its status
-    (SPEC 16's words), its return value, and the error of a job that ended in dead."""
-    task = import_string(task_name)  # the Django task at that path (a GQTask)
+def read(app: gq.App, alias: str, queues: Iterable[str], result_id: str) -> TaskResult:
+    """The TaskResult of job ``result_id`` on the first of ``queues`` that knows it
+    (``TaskResultDoesNotExist`` when none does, or when it is no Django task's job)."""
+    names = list(queues)
+    for queue in names:
+        view = job_view(app._store(queue)[0], result_id)
+        if view["status"] != "missing":
+            return to_task_result(alias, view)
+    raise TaskResultDoesNotExist(
+        f"gq knows nothing of job {result_id!r} on queue(s) {', '.join(names)}: never "
+        "enqueued there, cancelled, or its result expired (RESULT_TTL)"
+    )
+
+
+def to_task_result(alias: str, view: dict[str, Any]) -> TaskResult:
+    """A TaskResult from ``job_view``'s answer: the Django task at the job's task path,
+    its status, call, attempts, end time, and its return value or last error."""
+    task, status, error = django_task(view), view["status"], view.get("error")
+    if status == "done" and error is not None:
+        status = "failed"  # done, but its return value could not be kept: none to give
     result = TaskResult(
-        task=task, id=id, status=STATUSES[status], enqueued_at=None, started_at=None,
-        finished_at=None, last_attempted_at=None, args=[], kwargs={}, backend=alias,
-        errors=[] if error is None else [failed_error(error)], worker_ids=[],
+        task=task, id=view["id"], status=STATUSES[status],
+        enqueued_at=None, started_at=None, finished_at=_when(view), last_attempted_at=None,
+        args=list(view.get("args") or []), kwargs=dict(view.get("kwargs") or {}),
+        backend=alias, errors=[] if error is None else [stored_error(error, task)],
+        worker_ids=["gq"] * attempts(view),
     )  # fmt: skip
     if status == "done":
-        object.__setattr__(result, "_return_value", value)
+        object.__setattr__(result, "_return_value", view.get("value"))
     return result
 
 
-def failed_error(error: Any) -> TaskError:
-    """gq.TaskFailed as Django's TaskError: gq stores the error as "Type: text" (the
-    worker's description), kept whole as the traceback; the type as the class path when
-    it is a builtin's name, else gq.TaskFailed's."""
-    text = str(getattr(error, "error", None) or error)
+def django_task(view: dict[str, Any]) -> Task:
+    """The Django task a job runs, imported from its gq task name (its module path)."""
+    name = view.get("task")
+    try:
+        found = import_string(name) if name else None
+    except ImportError:
+        found = None
+    if not isinstance(found, Task):
+        what = f"of gq task {name!r}" if name else "with no task (a plain job)"
+        raise TaskResultDoesNotExist(f"job {view['id']!r} is a job {what}, not a Django task's")
+    return found
+
+
+def attempts(view: dict[str, Any]) -> int:
+    """How many runs the job had: a kept outcome (and a running job) names the attempt it
+    ended in, counted from 0; a waiting or dead message counts the attempts made."""
+    attempt = int(view.get("attempt") or 0)
+    finished = "finished" in view or view["status"] == "running"
+    return attempt + 1 if finished else attempt
+
+
+def _when(view: dict[str, Any]) -> datetime | None:
+    at = view.get("finished", view.get("since"))  # the kept outcome's, else dead's score
+    return None if at is None else datetime.fromtimestamp(at, tz=timezone.utc)
+
+
+def stored_error(text: str, task: Task) -> TaskError:
+    """An error as gq stores it ("Type: text", the worker's description) as Django's
+    TaskError: the text whole as the traceback (gq keeps no traceback), the type as a
+    class path (see ``class_path``)."""
+    return TaskError(exception_class_path=class_path(text, task), traceback=text)
+
+
+def class_path(text: str, task: Task) -> str:
+    """The class path of the type an error's text names. gq stores the type's name, not
+    its module, so it is looked for in the task's module (where a task's own exceptions
+    often live, and where a name it imports means that class), then among the builtins,
+    then in gq.errors; ``UNNAMED`` when none has it."""
     name = text.split(":", 1)[0].strip()
-    builtin = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
-    if isinstance(builtin.get(name), type) and issubclass(builtin[name], BaseException):
-        path = f"builtins.{name}"
-    else:
-        path = f"{type(error).__module__}.{type(error).__qualname__}"
-    return TaskError(exception_class_path=path, traceback=text)
+    for place in (inspect.getmodule(task.func), builtins, gq.errors):
+        if place is not None and _is_exception(place, name):
+            return f"{place.__name__}.{name}"
+    return UNNAMED
+
+
+def _is_exception(module: ModuleType, name: str) -> bool:
+    found = getattr(module, name, None) if name.isidentifier() else None
+    return isinstance(found, type) and issubclass(found, BaseException)
 
 
 def task_error(error: BaseException) -> TaskError:

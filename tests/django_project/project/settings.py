@@ -22,7 +22,15 @@ TASKS = {
             "retries": 1,
             "backoff": 0.05,
         },
-    }
+    },
+    # Keeps no results: get_result is not supported there.
+    "nokeep": {
+        "BACKEND": "gq.contrib.django.GQBackend",
+        "OPTIONS": {
+            "url": os.environ.get("GQ_DJANGO_URL", "redis://127.0.0.1:6379/9"),
+            "RESULT_TTL": 0,
+        },
+    },
 }
 LOGGING = {
     "version": 1,

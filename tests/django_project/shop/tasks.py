@@ -7,6 +7,8 @@ import os
 import redis
 from django.tasks import task
 
+import gq
+
 
 def record(what: str) -> None:
     redis.Redis.from_url(os.environ["GQ_DJANGO_URL"]).rpush("django:ran", what)
@@ -52,3 +54,37 @@ def uses_the_database(n: int) -> None:
     record(f"db {n} fresh {connection.connection is None}")
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
+
+
+class OutOfStock(Exception):
+    """A task's own exception: get_result names it by its class path."""
+
+
+@task
+def out_of_stock(item: str) -> None:
+    record(f"out_of_stock {item}")
+    raise OutOfStock(f"no {item} left")
+
+
+@task
+def retries_later() -> None:
+    record("retries_later")
+    raise gq.Retry(after=3600, reason="supplier down")
+
+
+@task
+def waits(key: str) -> str:
+    """Runs until the test pushes a value on ``key`` (30 s at most), and returns it."""
+    popped = redis.Redis.from_url(os.environ["GQ_DJANGO_URL"]).blpop([key], timeout=30)
+    return "timed out" if popped is None else popped[1].decode()
+
+
+@task(backend="nokeep")
+def quiet() -> None:
+    record("quiet")
+
+
+@task
+def huge() -> int:
+    record("huge")
+    return 2**70  # JSON-like, but MessagePack has no form for it: gq cannot keep it
