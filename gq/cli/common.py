@@ -7,7 +7,7 @@ import math
 import os
 import re
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 import redis
 
@@ -42,6 +42,15 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         super().error(hide_passwords(message))
+
+
+def subcommand(commands: argparse._SubParsersAction[Any], name: str, help: str,
+               parents: list[Parser], func: Callable[..., int] | None) -> Parser:  # fmt: skip
+    """Subcommand ``name`` running ``func``; its description is its ``help`` as a sentence."""
+    parser: Parser = commands.add_parser(name, help=help, parents=parents, allow_abbrev=False,
+                                         description=help[0].upper() + help[1:] + ".")  # fmt: skip
+    parser.set_defaults(func=func)
+    return parser
 
 
 class CliError(Exception):
