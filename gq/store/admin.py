@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gq.store import base
-from gq.store.base import RedisPipeline, as_text, chunks, optional_int
+from gq.store.base import RedisPipeline, as_text, chunks, each_key, optional_int
 from gq.store.keys import QUEUE_REGISTRY
 from gq.store.registry import MAX_REGISTERED_QUEUES as MAX_REGISTERED_QUEUES
 from gq.store.registry import ConsumerReports
@@ -116,10 +116,7 @@ class QueueAdmin(ConsumerReports):
         entries = self._scored(self.keys.consumers, -1)
         if not entries:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for key, _ in entries:
-            pipe.scard(key)
-        sizes = pipe.execute()
+        sizes = each_key(self.client, "scard", [key for key, _ in entries])
         prefix = self.keys.inflight("")
         return [
             (key[len(prefix) :] if key.startswith(prefix) else key, score, int(size))
@@ -209,10 +206,8 @@ class QueueAdmin(ConsumerReports):
     def exists(self) -> bool:
         """Whether Redis holds anything of this queue: jobs, or a registered consumer."""
         k = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        for key in (k.data, k.active, k.scheduled, k.dead, k.consumers):
-            pipe.exists(key)  # one key per call: a cluster client routes each by its key
-        return any(int(n) for n in pipe.execute())
+        keys = (k.data, k.active, k.scheduled, k.dead, k.consumers)
+        return any(int(n) for n in each_key(self.client, "exists", keys))
 
     def dead_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
         """Dead jobs from ``offset``, newest first: (id, killed at, message or None)."""
@@ -249,12 +244,10 @@ class QueueAdmin(ConsumerReports):
     def periodic_state(self) -> dict[str, tuple[str | None, int | None, int | None]]:
         """Each periodic schedule this queue knows: name -> (rule text, cursor, last enqueued)."""
         k = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        for key in (k.periodic_rules, k.periodic, k.periodic_enqueued):
-            pipe.hgetall(key)
+        keys = (k.periodic_rules, k.periodic, k.periodic_enqueued)
+        replies = each_key(self.client, "hgetall", keys)
         rules, cursors, enqueued = (
-            {as_text(name): as_text(value) for name, value in reply.items()}
-            for reply in pipe.execute()
+            {as_text(name): as_text(value) for name, value in reply.items()} for reply in replies
         )
         return {
             name: (
@@ -271,10 +264,8 @@ class QueueAdmin(ConsumerReports):
         if not names:
             return 0
         k = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        for key in (k.periodic, k.periodic_rules, k.periodic_enqueued):
-            pipe.hdel(key, *names)
-        return max(int(n) for n in pipe.execute())
+        keys = (k.periodic, k.periodic_rules, k.periodic_enqueued)
+        return max(int(n) for n in each_key(self.client, "hdel", keys, *names))
 
     def _observability_keys(self, inflight_keys: Sequence[str]) -> list[str]:
         """The facts of the given consumers and the history keys that may still live."""
