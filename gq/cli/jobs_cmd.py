@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any, Callable, Optional, TypeVar
 
 from gq import envelope
@@ -128,14 +129,10 @@ def _payloads(arguments: Sequence[str]) -> Iterator[bytes]:
 
 
 def _batches(payloads: Iterator[bytes]) -> Iterator[list[bytes]]:
-    batch: list[bytes] = []
-    for data in payloads:
-        batch.append(data)
-        if len(batch) >= MAX_BATCH:
-            yield batch
-            batch = []
-    if batch:
+    batch = list(islice(payloads, MAX_BATCH))
+    while batch:
         yield batch
+        batch = list(islice(payloads, MAX_BATCH))
 
 
 # -- dead and scheduled --------------------------------------------------------------------

@@ -144,10 +144,7 @@ def flow_action(d: Site, request: Request, name: str, verb: str) -> Response:
     """Pause or resume the queue (read-only mode and the CSRF check came first)."""
     pause = verb == "pause"
     queue = d.queue(name)
-    if pause:
-        queue.pause()
-    else:
-        queue.resume()
+    (queue.pause if pause else queue.resume)()
     return redirect(f"{queue_url(request, name)}?done={'paused' if pause else 'resumed'}")
 
 
