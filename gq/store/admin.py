@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gq.store import base
-from gq.store.base import RedisPipeline, as_text, chunks, each_key, optional_int
+from gq.store.base import RedisPipeline, as_text, chunks, each_key, flags, optional_int
 from gq.store.keys import QUEUE_REGISTRY
 from gq.store.registry import MAX_REGISTERED_QUEUES as MAX_REGISTERED_QUEUES
 from gq.store.registry import ConsumerReports
@@ -149,16 +149,7 @@ class QueueAdmin(ConsumerReports):
 
     def retry_dead(self, entries: Sequence[tuple[str, bytes | None]]) -> list[bool]:
         """Queue again each (id, new message or None to keep it) still in the dead set."""
-        batches = [
-            [part for job_id, message in chunk for part in (job_id, message or b"")]
-            for chunk in chunks(entries)
-        ]
-        if not batches:
-            return []
-        keys = self.keys.retry_dead_keys
-        return [
-            bool(flag) for reply in self._run_batches("retry_dead", keys, batches) for flag in reply
-        ]
+        return self._to_tail(self.keys.dead, entries)
 
     def delete_dead(self, ids: Sequence[str]) -> list[bool]:
         """Delete the given dead jobs and free their ids; True per id that was dead."""
@@ -172,8 +163,7 @@ class QueueAdmin(ConsumerReports):
         if not ids:
             return []
         keys = [key, self.keys.data, self.keys.recovered]
-        replies = self._run_batches("delete_jobs", keys, [list(chunk) for chunk in chunks(ids)])
-        return [bool(flag) for reply in replies for flag in reply]
+        return flags(self._run_batches("delete_jobs", keys, [list(chunk) for chunk in chunks(ids)]))
 
     def delete_queue(self) -> int:
         """Delete every key of this queue, in-flight sets included; the count of keys deleted.
@@ -233,13 +223,17 @@ class QueueAdmin(ConsumerReports):
         retry_dead.lua moves ids from whichever sorted set it is given to the tail of the
         active list, atomically: run on the scheduled set, it is exactly "run now".
         """
-        batches = [[part for job_id in chunk for part in (job_id, b"")] for chunk in chunks(ids)]
+        return self._to_tail(self.keys.scheduled, [(job_id, None) for job_id in ids])
+
+    def _to_tail(self, key: str, entries: Sequence[tuple[str, bytes | None]]) -> list[bool]:
+        """retry_dead.lua on ``key`` (the dead or the scheduled set, in place of the dead
+        one): each (id, new message or None to keep it) still there, to the tail."""
+        batches = [[part for job_id, message in chunk for part in (job_id, message or b"")]
+                   for chunk in chunks(entries)]  # fmt: skip
         if not batches:
             return []
-        # retry_dead.lua's keys, the scheduled set in place of the dead one.
-        keys = [self.keys.scheduled, *self.keys.retry_dead_keys[1:]]
-        replies = self._run_batches("retry_dead", keys, batches)
-        return [bool(flag) for reply in replies for flag in reply]
+        keys = [key, *self.keys.retry_dead_keys[1:]]
+        return flags(self._run_batches("retry_dead", keys, batches))
 
     def periodic_state(self) -> dict[str, tuple[str | None, int | None, int | None]]:
         """Each periodic schedule this queue knows: name -> (rule text, cursor, last enqueued)."""
