@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from gq.store import base
-from gq.store.base import RedisPipeline, as_text, chunks, each_key, flags, optional_int
+from gq.store.base import MAX_BATCH, RedisPipeline, as_text, chunks, each_key, flags, optional_int
 from gq.store.keys import QUEUE_REGISTRY
 from gq.store.registry import MAX_REGISTERED_QUEUES as MAX_REGISTERED_QUEUES
 from gq.store.registry import ConsumerReports
@@ -132,6 +132,20 @@ class QueueAdmin(ConsumerReports):
     def scheduled_jobs(self, limit: int) -> list[tuple[str, float, bytes | None]]:
         """Up to ``limit`` scheduled jobs, soonest first: (id, unix time due, message or None)."""
         return self._entries(self.keys.scheduled, limit, False)
+
+    def work_through(self, state: str, operation: Callable[[Sequence[str]], list[bool]]) -> int:
+        """Run ``operation`` over the dead or scheduled set from its head (oldest, soonest) in
+        batches, on at most as many jobs as it held at the start (a retried job that dies
+        again meanwhile cannot keep the loop going); the count it did (``gq ... --all``)."""
+        key = self.keys.dead if state == "dead" else self.keys.scheduled
+        budget, done = self.counts()[state], 0
+        while budget > 0:
+            ids = [job_id for job_id, _, _ in self._entries(key, min(budget, MAX_BATCH), False)]
+            if not ids:
+                break
+            done += sum(operation(ids))
+            budget -= len(ids)
+        return done
 
     def _entries(
         self, key: str, limit: int, newest_first: bool
