@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from itertools import islice
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, TypeVar
 
 from gq import envelope
 from gq import job as jobs
@@ -28,11 +28,11 @@ from gq.cli.formatting import (
 from gq.errors import JobAlreadyExistsError
 from gq.producer import Producer
 from gq.queue import Queue
-from gq.store.admin import QueueAdmin
+from gq.store.admin import Entry, QueueAdmin
 from gq.store.base import MAX_BATCH
 
 T = TypeVar("T")
-Entries = list[tuple[str, float, Optional[bytes]]]
+Entries = list[Entry]
 Operation = Callable[[Sequence[str]], list[bool]]
 Listed = tuple[str, float, MessageView]  # id, killed at or due at, what its message says
 

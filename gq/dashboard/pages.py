@@ -9,7 +9,7 @@ from urllib.parse import quote, unquote
 
 from gq.dashboard import chart, model, results_pages
 from gq.dashboard.http import HTTPError, Request, Response, json_response, redirect, text_response
-from gq.store.admin import QueueAdmin
+from gq.store.admin import Entry, QueueAdmin
 from gq.store.base import MAX_BATCH
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ MESSAGES = {
 }
 
 Operation = Callable[[Sequence[str]], list[bool]]
-Page = Callable[[int, int], list[model.Entry]]
+Page = Callable[[int, int], list[Entry]]
 
 
 def _int_arg(request: Request, name: str, default: int, low: int, high: int) -> int:

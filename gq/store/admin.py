@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from gq.store import base
 from gq.store.base import MAX_BATCH, RedisPipeline, as_text, chunks, each_key, flags, optional_int
@@ -17,6 +17,10 @@ from gq.store.keys import QUEUE_REGISTRY
 from gq.store.registry import MAX_REGISTERED_QUEUES as MAX_REGISTERED_QUEUES
 from gq.store.registry import ConsumerReports
 from gq.store.registry import registered_queues as registered_queues  # (re-exported)
+
+#: A listed job of the dead or scheduled set: (id, its score as unix time, message or None).
+Entry = tuple[str, float, Optional[bytes]]
+Scored = tuple[str, float]
 
 # History keys live 25 h after their last write (gq.worker.facts.HISTORY_TTL): the hours to delete.
 HISTORY_KEEP_HOURS = 26
@@ -113,7 +117,7 @@ class QueueAdmin(ConsumerReports):
     def consumers(self) -> list[tuple[str, float, int]]:
         """Every registered consumer, least recently seen first:
         (consumer id, last heartbeat in unix seconds, jobs in its in-flight set)."""
-        entries = self._scored(self.keys.consumers, -1)
+        entries = self._scored(self.keys.consumers, 0, -1)
         if not entries:
             return []
         sizes = each_key(self.client, "scard", [key for key, _ in entries])
@@ -123,15 +127,13 @@ class QueueAdmin(ConsumerReports):
             for (key, score), size in zip(entries, sizes)
         ]
 
-    def dead_jobs(
-        self, limit: int, *, newest_first: bool = True
-    ) -> list[tuple[str, float, bytes | None]]:
+    def dead_jobs(self, limit: int, *, newest_first: bool = True) -> list[Entry]:
         """Up to ``limit`` dead jobs: (id, unix time it was killed, message or None)."""
-        return self._entries(self.keys.dead, limit, newest_first)
+        return self._page(self.keys.dead, 0, limit, desc=newest_first)
 
-    def scheduled_jobs(self, limit: int) -> list[tuple[str, float, bytes | None]]:
+    def scheduled_jobs(self, limit: int) -> list[Entry]:
         """Up to ``limit`` scheduled jobs, soonest first: (id, unix time due, message or None)."""
-        return self._entries(self.keys.scheduled, limit, False)
+        return self._page(self.keys.scheduled, 0, limit, desc=False)
 
     def work_through(self, state: str, operation: Callable[[Sequence[str]], list[bool]]) -> int:
         """Run ``operation`` over the dead or scheduled set from its head (oldest, soonest) in
@@ -140,25 +142,17 @@ class QueueAdmin(ConsumerReports):
         key = self.keys.dead if state == "dead" else self.keys.scheduled
         budget, done = self.counts()[state], 0
         while budget > 0:
-            ids = [job_id for job_id, _, _ in self._entries(key, min(budget, MAX_BATCH), False)]
+            head = self._page(key, 0, min(budget, MAX_BATCH), desc=False)
+            ids = [job_id for job_id, _, _ in head]
             if not ids:
                 break
             done += sum(operation(ids))
             budget -= len(ids)
         return done
 
-    def _entries(
-        self, key: str, limit: int, newest_first: bool
-    ) -> list[tuple[str, float, bytes | None]]:
-        if limit <= 0:
-            return []
-        entries = self._scored(key, limit - 1, desc=newest_first)
-        messages = self.messages([job_id for job_id, _ in entries])
-        return [(job_id, score, message) for (job_id, score), message in zip(entries, messages)]
-
-    def _scored(self, key: str, stop: int, *, desc: bool = False) -> list[tuple[str, float]]:
-        """Members 0 to ``stop`` (-1: all) of sorted set ``key``, with their scores."""
-        reply: Any = self.client.zrange(key, 0, stop, desc=desc, withscores=True)
+    def _scored(self, key: str, start: int, stop: int, desc: bool = False) -> list[Scored]:
+        """Members ``start`` to ``stop`` (-1: the last) of sorted set ``key``, and scores."""
+        reply: Any = self.client.zrange(key, start, stop, desc=desc, withscores=True)
         return [(as_text(member), float(score)) for member, score in reply]
 
     def retry_dead(self, entries: Sequence[tuple[str, bytes | None]]) -> list[bool]:
@@ -213,21 +207,18 @@ class QueueAdmin(ConsumerReports):
         keys = (k.data, k.active, k.scheduled, k.dead, k.consumers)
         return any(int(n) for n in each_key(self.client, "exists", keys))
 
-    def dead_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
+    def dead_page(self, offset: int, count: int) -> list[Entry]:
         """Dead jobs from ``offset``, newest first: (id, killed at, message or None)."""
         return self._page(self.keys.dead, offset, count, desc=True)
 
-    def scheduled_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
+    def scheduled_page(self, offset: int, count: int) -> list[Entry]:
         """Scheduled jobs from ``offset``, soonest first: (id, due at, message or None)."""
         return self._page(self.keys.scheduled, offset, count, desc=False)
 
-    def _page(
-        self, key: str, offset: int, count: int, *, desc: bool
-    ) -> list[tuple[str, float, bytes | None]]:
+    def _page(self, key: str, offset: int, count: int, *, desc: bool) -> list[Entry]:
         if count <= 0 or offset < 0:
             return []
-        reply: Any = self.client.zrange(key, offset, offset + count - 1, desc=desc, withscores=True)
-        entries = [(as_text(member), float(score)) for member, score in reply]
+        entries = self._scored(key, offset, offset + count - 1, desc)
         messages = self.messages([job_id for job_id, _ in entries])
         return [(job_id, score, message) for (job_id, score), message in zip(entries, messages)]
 
