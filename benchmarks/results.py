@@ -19,6 +19,7 @@ usage: results.py [--quick] [--repeat K]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -27,12 +28,20 @@ import uuid
 from typing import Any
 
 import redis
-from common import WORKERS, command, dedicated_redis, machine, markdown_table, percentiles
-from common import run_json, versions, write_json
+from common import (
+    WORKERS,
+    command,
+    dedicated_redis,
+    machine,
+    markdown_table,
+    percentiles,
+    run_json,
+    versions,
+    write_json,
+)
 from gqbench import PYTHON, delete_queue, strip
 
 import gq
-
 from gq.outcome import Record
 
 sys.path.insert(0, str(WORKERS))
@@ -110,10 +119,8 @@ def waiting_cost(url: str, seconds: float = 5.0) -> float:
     direct = redis.Redis.from_url(url)
     r = app.tasks["step"].enqueue()
     before = int(direct.info("stats")["total_commands_processed"])
-    try:
+    with contextlib.suppress(TimeoutError):
         r.get(timeout=seconds)
-    except TimeoutError:
-        pass
     after = int(direct.info("stats")["total_commands_processed"])
     delete_queue(url, queue)
     return (after - before - 2) / seconds  # (the two INFO calls)
@@ -215,8 +222,8 @@ def main() -> None:
          f"{cpu['on'] / cpu['off']:.2f}", ""],
         ["drain CPU, Redis (µs/job)", f"{rcpu['off']:.1f}", f"{rcpu['on']:.1f}",
          f"{rcpu['on'] / rcpu['off']:.2f}", ""],
-        ["get() wake-up after the outcome (ms)", "", f"p50 {wake['p50']:.2f}, p99 {wake['p99']:.2f}",
-         "", "p99 <= 10"],
+        ["get() wake-up after the outcome (ms)", "",
+         f"p50 {wake['p50']:.2f}, p99 {wake['p99']:.2f}", "", "p99 <= 10"],
         ["one caller waiting, nothing comes (Redis commands/s)", "", f"{idle:.1f}", "", "a few"],
         [f"{300 if args.quick else 1000} chains of 3 steps vs the jobs flat (s)",
          f"{flows['flat_3x']:.2f}", f"{flows['chains']:.2f}",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Any
 
 import redis.asyncio
@@ -103,12 +102,7 @@ class Producer(ProducerCore):
     async def __aenter__(self) -> Producer:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
 

@@ -80,11 +80,8 @@ class ShutdownTimeoutError(GQError):
     def __init__(self, unfinished: int, grace_period: float | None) -> None:
         self.unfinished = unfinished
         self.grace_period = grace_period
-        if grace_period:
-            reason = f"after the {grace_period:g} s grace period"
-        else:
-            reason = "on a forced stop"
-        super().__init__(f"{unfinished} job(s) still running {reason}; left for recovery")
+        why = f"after the {grace_period:g} s grace period" if grace_period else "on a forced stop"
+        super().__init__(f"{unfinished} job(s) still running {why}; left for recovery")
 
 
 class JobTimeout(BaseException):

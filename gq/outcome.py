@@ -132,7 +132,8 @@ class Finisher:
         if not self.then:
             return Outcome(record, self.ttl)
         packed = pack(value)
-        return Outcome(record, self.ttl, [op for spec in self.then for op in _follow(spec, value, packed)])
+        ops = [op for spec in self.then for op in _follow(spec, value, packed)]
+        return Outcome(record, self.ttl, ops)
 
     def failed(self, reason: str) -> Outcome:
         """The outcome of a job that goes to dead: its error kept, its group told."""

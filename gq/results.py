@@ -10,6 +10,7 @@ and the Result holds its value.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from typing import Any, Callable, Generic, Protocol, TypeVar, cast
@@ -20,7 +21,6 @@ from gq.errors import ResultUnavailable, TaskFailed
 from gq.store.base import ScriptedQueue
 from gq.store.keys import QueueKeys
 from gq.store.outcomes import State, read_state, status_of, wait_for
-
 
 
 class App(Protocol):
@@ -176,7 +176,8 @@ def _left(deadline: float | None, what: list[tuple[str, list[str]]]) -> float:
     return min(left, waiting.LOOK)
 
 
-def _watch(app: App, what: list[tuple[str, list[str]]], wake: waiting.Wake, timeout: float | None) -> Callable[[], None]:
+def _watch(app: App, what: list[tuple[str, list[str]]], wake: waiting.Wake,
+           timeout: float | None) -> Callable[[], None]:  # fmt: skip
     """Subscribe ``wake`` to the outcomes of ``what`` and mark them as waited for."""
     store = app._store(what[0][0])[0]
     sub = waiting.subscriber(store.client)
@@ -211,7 +212,8 @@ def wait(app: App, what: list[tuple[str, list[str]]], check: Check, timeout: flo
         stop()
 
 
-async def await_(app: App, what: list[tuple[str, list[str]]], check: Check, timeout: float | None) -> Any:
+async def await_(app: App, what: list[tuple[str, list[str]]], check: Check,
+                 timeout: float | None) -> Any:  # fmt: skip
     """``wait`` from asyncio code: Redis is read off the loop, the wake comes through it."""
     loop = asyncio.get_running_loop()
     deadline = _deadline(timeout)
@@ -226,9 +228,7 @@ async def await_(app: App, what: list[tuple[str, list[str]]], check: Check, time
             done, value = await loop.run_in_executor(None, check)
             if done:
                 return value
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(woken.wait(), _left(deadline, what))
-            except asyncio.TimeoutError:
-                pass
     finally:
         stop()

@@ -15,16 +15,17 @@ worker that runs it, so a member's ack does the same bounded work in a group of 
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 from gq import envelope
 from gq.errors import ResultUnavailable, TaskFailed
 from gq.job import Job
 from gq.outcome import GATHER, THEN
-from gq.results import Result, look, settled, wait, await_
+from gq.results import Result, await_, look, settled, wait
 from gq.store.base import ScriptedQueue
 from gq.store.outcomes import gathered, group_state, read_state, start_group
 from gq.task import Signature
@@ -42,7 +43,7 @@ def chain(*steps: Signature[Any]) -> Chain:
     return Chain(steps)
 
 
-def group(*members: Union[Signature[Any], Iterable[Signature[Any]]]) -> Group:
+def group(*members: Signature[Any] | Iterable[Signature[Any]]) -> Group:
     """Members run side by side: ``group(a.s(1), a.s(2))`` or ``group(a.s(k) for k in ks)``."""
     if len(members) == 1 and not isinstance(members[0], Signature):
         return Group(list(members[0]))
@@ -126,7 +127,8 @@ class Chain:
 class Group:
     """Members run side by side (``gq.group``); ``then`` sets a callback."""
 
-    def __init__(self, members: Sequence[Signature[Any]], callback: Signature[Any] | None = None) -> None:
+    def __init__(self, members: Sequence[Signature[Any]],
+                 callback: Signature[Any] | None = None) -> None:  # fmt: skip
         self.members = _signatures(members, "group()")
         for member in self.members:
             _check_binds(member, False)
@@ -292,19 +294,18 @@ class GroupResult(_Handle):
                                     f"{self.home} (never enqueued there, or expired)")  # fmt: skip
         if state.failed is not None:
             self._raise_for(state.failed)
-        if self.callback is not None:
-            queue, job_id, task = self.callback
-            return look(self._store(queue), job_id, task, True) if state.left <= 0 else (False, None)
         if state.left > 0:
             return False, None
+        if self.callback is not None:
+            queue, job_id, task = self.callback
+            return look(self._store(queue), job_id, task, True)
         return True, gathered(home, self.id, state.size)
 
     def _raise_for(self, member: str) -> None:
         queue, _, task = next((m for m in self.members if m[1] == member), (self.home, member, ""))
-        try:
+        # Its error may be no longer kept: the group's mark still says it failed.
+        with contextlib.suppress(ResultUnavailable):
             settled(read_state(self._store(queue), member), queue, member, task, True)
-        except ResultUnavailable:
-            pass  # its error is no longer kept: the group's mark still says it failed
         raise TaskFailed(member, task, "failed (its error is no longer kept)")
 
 
@@ -336,7 +337,8 @@ def _eager_chain(steps: list[Signature[Any]]) -> tuple[Any, BaseException | None
     return _eager(run)
 
 
-def _eager_group(members: list[Signature[Any]], cb: Signature[Any] | None) -> tuple[Any, BaseException | None]:
+def _eager_group(members: list[Signature[Any]],
+                 cb: Signature[Any] | None) -> tuple[Any, BaseException | None]:  # fmt: skip
     def run() -> Any:
         values = [_run_eager(m, list(m.args)) for m in members]
         if cb is None:

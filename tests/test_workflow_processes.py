@@ -22,11 +22,11 @@ pytestmark = [pytest.mark.timeout(90), pytest.mark.real_redis]
 
 
 def _worker(tmp_path: Path, url: str, queue: str) -> subprocess.Popen[bytes]:
-    log = open(tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log", "wb")
-    return subprocess.Popen(
-        [*LAUNCHER, "tests.workflow_app:app", "--url", url, *FAST],
-        cwd=ROOT, env=env_for(None, queue, url), stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    with open(tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log", "wb") as log:
+        return subprocess.Popen(  # the child keeps its own copy of the log's descriptor
+            [*LAUNCHER, "tests.workflow_app:app", "--url", url, *FAST],
+            cwd=ROOT, env=env_for(None, queue, url), stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
 
 
 def _runs(client: Any, queue: str) -> Counter[str]:

@@ -20,7 +20,8 @@ def build(queue: str, url: str | None = None) -> gq.App:
 
     def note(name: str, arg: Any) -> None:
         if not recorder:
-            recorder.append(redis.Redis.from_url(os.environ.get("GQ_TEST_HANDLER_URL") or url or ""))
+            where = os.environ.get("GQ_TEST_HANDLER_URL") or url or ""
+            recorder.append(redis.Redis.from_url(where))
         client = recorder[0]
         client.rpush(f"{queue}:test:runs", name)
         if arg == "die" and client.set(f"{queue}:test:died:{name}", 1, nx=True):

@@ -33,6 +33,7 @@ from gq.cli.common import (
     open_queue,
     positive_int,
     require_queue,
+    subcommand,
     unix_time,
 )
 from gq.cli.logs import scrub, url_secrets
@@ -84,24 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add(
-    commands: argparse._SubParsersAction[Parser],
-    name: str,
-    help: str,
-    parents: list[Parser],
-    func: Command | None,
-) -> Parser:
-    parser: Parser = commands.add_parser(
-        name,
-        help=help,
-        description=help[0].upper() + help[1:] + ".",
-        parents=parents,
-        allow_abbrev=False,
-    )
-    parser.set_defaults(func=func)
-    return parser
-
-
 def _add_report(
     commands: argparse._SubParsersAction[Parser],
     conn: Parser,
@@ -111,7 +94,7 @@ def _add_report(
     json_help: str,
 ) -> None:
     """A command that reports on a queue and its consumers (``stats``, ``consumers``)."""
-    parser = _add(commands, name, help, [conn], func)
+    parser = subcommand(commands, name, help, [conn], func)
     parser.add_argument("--json", action="store_true", help=json_help)
     add_consumer_timeout_flag(parser, explain=True)
 
@@ -127,7 +110,7 @@ def _add_consumers(commands: argparse._SubParsersAction[Parser], conn: Parser) -
 
 
 def _add_enqueue(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
-    parser = _add(
+    parser = subcommand(
         commands,
         "enqueue",
         "add jobs: one per DATA argument, or else one per "
@@ -181,7 +164,7 @@ def _add_job_set(
 ) -> None:
     """``gq dead|scheduled ACTION``: list, delete, and for dead jobs retry."""
     help = f"list or delete {state} jobs" + (", or queue them again" if retry else "")
-    parser = _add(commands, state, help, [], None)
+    parser = subcommand(commands, state, help, [], None)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     _add_job_list(actions, conn, state, list_)
     if retry is not None:
@@ -199,7 +182,7 @@ def _add_job_list(
     actions: argparse._SubParsersAction[Parser], conn: Parser, state: str, list_: Command
 ) -> None:
     order = "newest first" if state == "dead" else "soonest first"
-    lister = _add(actions, "list", f"show {state} jobs, {order}", [conn], list_)
+    lister = subcommand(actions, "list", f"show {state} jobs, {order}", [conn], list_)
     lister.add_argument("--limit", type=positive_int, default=50, metavar="N", help="default 50")
     lister.add_argument("--json", action="store_true", help="one JSON object a line")
 
@@ -214,7 +197,7 @@ def _add_job_action(
     actions: argparse._SubParsersAction[Parser], conn: Parser, state: str, verb: str, func: Command
 ) -> Parser:
     """An action on the given job ids, or on every job of the set."""
-    action = _add(actions, verb, _ACTION_HELP[verb].format(state=state), [conn], func)
+    action = subcommand(actions, verb, _ACTION_HELP[verb].format(state=state), [conn], func)
     action.add_argument("ids", nargs="*", metavar="ID", help="job ids")
     action.add_argument("--all", action="store_true", help=f"every {state} job")
     return action

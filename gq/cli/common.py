@@ -7,7 +7,7 @@ import math
 import os
 import re
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 import redis
 
@@ -42,6 +42,15 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         super().error(hide_passwords(message))
+
+
+def subcommand(commands: argparse._SubParsersAction[Any], name: str, help: str,
+               parents: list[Parser], func: Callable[..., int] | None) -> Parser:  # fmt: skip
+    """Subcommand ``name`` running ``func``; its description is its ``help`` as a sentence."""
+    parser: Parser = commands.add_parser(name, help=help, parents=parents, allow_abbrev=False,
+                                         description=help[0].upper() + help[1:] + ".")  # fmt: skip
+    parser.set_defaults(func=func)
+    return parser
 
 
 class CliError(Exception):
@@ -187,14 +196,19 @@ def is_refusal(exc: BaseException) -> bool:
     )
 
 
+def cannot_use(url: str, problem: object) -> CliError:
+    """Exit 3: Redis at ``url`` cannot be used, for ``problem`` (its password hidden)."""
+    message = f"cannot use Redis at {redact_url(url)}: {problem}"
+    return CliError(EXIT_UNREACHABLE, scrub(message, url_secrets(url)))
+
+
 def open_queue(url: str, queue: str, **pool_options: Any) -> Queue:
     """A gq.Queue on ``url`` that has answered a PING (exit 3 if not, 2 for a bad URL)."""
     rq = queue_on(url, queue, **pool_options)
     problem = unreachable(rq.store, url)
     if problem is not None:
         rq.client.close()
-        message = f"cannot use Redis at {redact_url(url)}: {problem}"
-        raise CliError(EXIT_UNREACHABLE, scrub(message, url_secrets(url)))
+        raise cannot_use(url, problem)
     return rq
 
 
@@ -207,8 +221,7 @@ def queue_on(url: str, queue: str, **pool_options: Any) -> Queue:
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built
-        message = f"cannot use Redis at {redact_url(url)}: {exc}"
-        raise CliError(EXIT_UNREACHABLE, scrub(message, url_secrets(url))) from None
+        raise cannot_use(url, exc) from None
 
 
 def unreachable(rq: ScriptedQueue, url: str) -> str | None:

@@ -12,7 +12,14 @@ import sys
 from typing import Any
 
 from gq.cli import EXIT_OK, EXIT_USAGE
-from gq.cli.common import CliError, Parser, add_consumer_timeout_flag, add_url_flag, duration
+from gq.cli.common import (
+    CliError,
+    Parser,
+    add_consumer_timeout_flag,
+    add_url_flag,
+    cannot_use,
+    duration,
+)
 from gq.serving import serve_wsgi, stop_signals
 from gq.store.connection import client_from_url, redact_url
 
@@ -136,9 +143,7 @@ def _connect(args: argparse.Namespace) -> Any:
     client = client_from_url(args.url, socket_connect_timeout=5.0, socket_timeout=10.0)
     problem = unreachable(QueueAdmin(client, "gq-dashboard"), args.url)
     if problem is not None:
-        from gq.cli import EXIT_UNREACHABLE
-
-        raise CliError(EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {problem}")
+        raise cannot_use(args.url, problem)
     return client
 
 

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from gq.cli import EXIT_OK, EXIT_USAGE
-from gq.cli.common import CliError, duration
+from gq.cli.common import CliError, Parser, duration, subcommand
 from gq.queue import MAX_RATE_JOBS, MAX_RATE_PERIOD, Queue, flow_report
 
 _RATE = re.compile(r"^\s*([0-9]+)\s*/\s*(\S+)\s*$")
@@ -80,7 +80,7 @@ _HELP = {
 }
 
 
-def add_parsers(commands: Any, conn: argparse.ArgumentParser) -> None:
+def add_parsers(commands: Any, conn: Parser) -> None:
     """Register pause, resume, limit and cancel on the ``gq`` parser."""
     _command(commands, conn, "pause", pause)
     _command(commands, conn, "resume", resume)
@@ -89,19 +89,8 @@ def add_parsers(commands: Any, conn: argparse.ArgumentParser) -> None:
     ids.add_argument("ids", nargs="+", metavar="ID", help="job ids")
 
 
-def _command(
-    commands: Any, conn: argparse.ArgumentParser, name: str, func: Any
-) -> argparse.ArgumentParser:
-    help = _HELP[name]
-    parser: argparse.ArgumentParser = commands.add_parser(
-        name,
-        help=help,
-        description=help[0].upper() + help[1:] + ".",
-        parents=[conn],
-        allow_abbrev=False,
-    )
-    parser.set_defaults(func=func)
-    return parser
+def _command(commands: Any, conn: Parser, name: str, func: Any) -> Parser:
+    return subcommand(commands, name, _HELP[name], [conn], func)
 
 
 def _limit_flags(parser: argparse.ArgumentParser) -> None:

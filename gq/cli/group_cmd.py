@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from gq.cli import EXIT_OK, EXIT_USAGE
-from gq.cli.common import CliError
+from gq.cli.common import CliError, Parser, subcommand
 from gq.cli.flow_cmd import _limit_changes, concurrency_limit, rate
 from gq.cli.formatting import table
 from gq.errors import ConfigurationError
@@ -19,13 +19,9 @@ _HELP = ("show or change the limits per group (tenant, domain, API key): every g
          "groups")  # fmt: skip
 
 
-def add_parser(commands: Any, conn: argparse.ArgumentParser) -> None:
+def add_parser(commands: Any, conn: Parser) -> None:
     """Register ``group-limit`` on the ``gq`` parser."""
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "group-limit", help=_HELP, description=_HELP[0].upper() + _HELP[1:] + ".",
-        parents=[conn], allow_abbrev=False,
-    )  # fmt: skip
-    parser.set_defaults(func=group_limit)
+    parser = subcommand(commands, "group-limit", _HELP, [conn], group_limit)
     parser.add_argument("--concurrency", type=concurrency_limit, metavar="N",
                         help="at most N jobs of a group held (buffered or running) at once")
     parser.add_argument("--rate", type=rate, metavar="N/SECONDS",

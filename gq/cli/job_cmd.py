@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from gq.cli import EXIT_FATAL, EXIT_OK
+from gq.cli.common import Parser, subcommand
 from gq.cli.formatting import json_safe, local_time
 from gq.jobview import job_view
 from gq.queue import Queue
@@ -16,13 +17,11 @@ from gq.queue import Queue
 _TIMES = ("ready_at", "due", "since", "finished")
 
 
-def add_parser(commands: Any, conn: argparse.ArgumentParser) -> None:
+def add_parser(commands: Any, conn: Parser) -> None:
     help = "show one job: its status, arguments, attempts, times and result or error"
-    parser = commands.add_parser("job", help=help, description=help[0].upper() + help[1:] + ".",
-                                 parents=[conn], allow_abbrev=False)  # fmt: skip
+    parser = subcommand(commands, "job", help, [conn], show)
     parser.add_argument("id", metavar="ID", help="the job's id")
     parser.add_argument("--json", action="store_true", help="print the job as one JSON object")
-    parser.set_defaults(func=show)
 
 
 def show(args: argparse.Namespace, queue: Queue) -> int:

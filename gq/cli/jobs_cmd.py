@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional, TypeVar
+from itertools import islice
+from typing import Any, Callable, TypeVar
 
 from gq import envelope
 from gq import job as jobs
@@ -27,11 +28,11 @@ from gq.cli.formatting import (
 from gq.errors import JobAlreadyExistsError
 from gq.producer import Producer
 from gq.queue import Queue
-from gq.store.admin import QueueAdmin
+from gq.store.admin import Entry, QueueAdmin
 from gq.store.base import MAX_BATCH
 
 T = TypeVar("T")
-Entries = list[tuple[str, float, Optional[bytes]]]
+Entries = list[Entry]
 Operation = Callable[[Sequence[str]], list[bool]]
 Listed = tuple[str, float, MessageView]  # id, killed at or due at, what its message says
 
@@ -128,14 +129,10 @@ def _payloads(arguments: Sequence[str]) -> Iterator[bytes]:
 
 
 def _batches(payloads: Iterator[bytes]) -> Iterator[list[bytes]]:
-    batch: list[bytes] = []
-    for data in payloads:
-        batch.append(data)
-        if len(batch) >= MAX_BATCH:
-            yield batch
-            batch = []
-    if batch:
+    batch = list(islice(payloads, MAX_BATCH))
+    while batch:
         yield batch
+        batch = list(islice(payloads, MAX_BATCH))
 
 
 # -- dead and scheduled --------------------------------------------------------------------
@@ -206,18 +203,15 @@ def dead_retry(args: argparse.Namespace, queue: Queue) -> int:
         messages = rq.messages(ids) if args.reset_attempts else [None] * len(ids)
         return rq.retry_dead([(job_id, _reset(message)) for job_id, message in zip(ids, messages)])
 
-    return _apply(args, rq, retry, lambda n: rq.dead_jobs(n, newest_first=False), "dead", "retried")
+    return _apply(args, rq, retry, "dead", "retried")
 
 
 def dead_delete(args: argparse.Namespace, queue: Queue) -> int:
-    rq = queue.store
-    dead = lambda n: rq.dead_jobs(n, newest_first=False)  # noqa: E731
-    return _apply(args, rq, rq.delete_dead, dead, "dead", "deleted")
+    return _apply(args, queue.store, queue.store.delete_dead, "dead", "deleted")
 
 
 def scheduled_delete(args: argparse.Namespace, queue: Queue) -> int:
-    rq = queue.store
-    return _apply(args, rq, rq.delete_scheduled, rq.scheduled_jobs, "scheduled", "deleted")
+    return _apply(args, queue.store, queue.store.delete_scheduled, "scheduled", "deleted")
 
 
 def _reset(message: bytes | None) -> bytes | None:
@@ -235,7 +229,6 @@ def _apply(
     args: argparse.Namespace,
     rq: QueueAdmin,
     operation: Operation,
-    first: Callable[[int], Entries],
     state: str,
     verb: str,
 ) -> int:
@@ -243,7 +236,7 @@ def _apply(
     if args.all == bool(args.ids):
         raise CliError(EXIT_USAGE, "give job ids or --all (not both)")
     if args.all:
-        done = _apply_all(rq, operation, first, state)
+        done = rq.work_through(state, operation)
         print(f"{verb} {done} job(s)")
         return EXIT_OK
     ids = list(dict.fromkeys(args.ids))  # each id once, in order
@@ -257,18 +250,3 @@ def _apply(
     for job_id in missing:
         print(f"gq: not in the {state} set: {job_id}", file=sys.stderr)
     return EXIT_FATAL if missing else EXIT_OK
-
-
-def _apply_all(
-    rq: QueueAdmin, operation: Operation, first: Callable[[int], Entries], state: str
-) -> int:
-    """Work through the set from its head in batches, at most as many jobs as it held at
-    the start: a retried job that dies again meanwhile cannot keep the loop going."""
-    budget, done = rq.counts()[state], 0
-    while budget > 0:
-        ids = [job_id for job_id, _, _ in first(min(budget, MAX_BATCH))]
-        if not ids:
-            break
-        done += sum(operation(ids))
-        budget -= len(ids)
-    return done

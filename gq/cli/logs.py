@@ -12,33 +12,18 @@ import logging
 import sys
 from datetime import datetime, timezone
 from typing import Any, TextIO
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from gq.joblog import FIELDS, JobFields, suffix
+from gq.store.topology import hide
+from gq.store.topology import url_secrets as url_secrets  # (the commands' import)
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMATS = ("text", "json")
 
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
-
-def url_secrets(url: str) -> list[str]:
-    """The password in ``url`` (user info or ``?password=``), as written and decoded."""
-    try:
-        parts = urlsplit(url)
-        found = [parts.password or ""]
-        found += parse_qs(parts.query).get("password", [])
-    except ValueError:
-        return []
-    secrets = {candidate for value in found if value for candidate in (value, unquote(value))}
-    return sorted(secrets, key=len, reverse=True)  # longest first: no partial replacements
-
-
-def scrub(text: str, secrets: list[str]) -> str:
-    """``text`` with each of ``secrets`` replaced by ``***``."""
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+#: ``scrub(text, url_secrets(url))``: the one scrubber, shared with the store's errors.
+scrub = hide
 
 
 class TextFormatter(logging.Formatter):

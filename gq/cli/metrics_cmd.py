@@ -8,12 +8,13 @@ import logging
 import sys
 from typing import Any
 
-from gq.cli import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from gq.cli import EXIT_OK, EXIT_USAGE
 from gq.cli.common import (
     CliError,
     Parser,
     add_consumer_timeout_flag,
     add_url_flag,
+    cannot_use,
     is_refusal,
     open_queue,
     queue_on,
@@ -151,6 +152,5 @@ def _connect(url: str, queues: list[str] | None) -> Any:
         rq.client.close()
         if not is_refusal(exc):
             raise
-        message = f"cannot use Redis at {redact_url(url)}: {exc}"
-        raise CliError(EXIT_UNREACHABLE, scrub(message, url_secrets(url))) from None
+        raise cannot_use(url, exc) from None
     return rq

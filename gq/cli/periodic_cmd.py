@@ -83,37 +83,27 @@ def add_parser(commands: Any, conn: argparse.ArgumentParser) -> None:
 
 
 def _add_list(actions: Any, conn: argparse.ArgumentParser) -> None:
-    lister = _add_action(
-        actions,
-        conn,
-        "list",
-        "each schedule: rule, time zone, last and next occurrence",
-        "Each schedule the queue's consumers run: rule, time zone, last "
-        "occurrence enqueued and the next one.",
-    )
+    lister = _add_action(actions, conn, "list", list_schedules,
+                         "each schedule: rule, time zone, last and next occurrence",
+                         "Each schedule the queue's consumers run: rule, time zone, last "
+                         "occurrence enqueued and the next one.")  # fmt: skip
     lister.add_argument("--json", action="store_true", help="one JSON object a line")
-    lister.set_defaults(func=list_schedules)
 
 
 def _add_delete(actions: Any, conn: argparse.ArgumentParser) -> None:
-    deleter = _add_action(
-        actions,
-        conn,
-        "delete",
-        "forget schedules removed from the workers (one still run starts afresh)",
-        "Forget schedules: their last occurrence and rule. A worker that "
-        "still has one starts it afresh, without catching up.",
-    )
+    deleter = _add_action(actions, conn, "delete", delete_schedules,
+                          "forget schedules removed from the workers (one still run starts afresh)",
+                          "Forget schedules: their last occurrence and rule. A worker that "
+                          "still has one starts it afresh, without catching up.")  # fmt: skip
     deleter.add_argument("names", nargs="+", metavar="NAME", help="schedule names")
-    deleter.set_defaults(func=delete_schedules)
 
 
-def _add_action(
-    actions: Any, conn: argparse.ArgumentParser, name: str, help: str, description: str
-) -> Any:
-    return actions.add_parser(
-        name, help=help, description=description, parents=[conn], allow_abbrev=False
-    )
+def _add_action(actions: Any, conn: argparse.ArgumentParser, name: str, func: Any, help: str,
+                description: str) -> Any:  # fmt: skip
+    parser = actions.add_parser(name, help=help, description=description, parents=[conn],
+                                allow_abbrev=False)  # fmt: skip
+    parser.set_defaults(func=func)
+    return parser
 
 
 def list_schedules(args: argparse.Namespace, queue: Queue) -> int:

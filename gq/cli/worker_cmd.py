@@ -23,6 +23,7 @@ from gq.cli import (
 )
 from gq.cli.common import (
     CliError,
+    cannot_use,
     open_queue,
 )
 from gq.cli.monitor import burst_loop, report_loop
@@ -83,9 +84,7 @@ def _consumer(
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built
-        raise CliError(
-            EXIT_UNREACHABLE, f"cannot use Redis at {redact_url(args.url)}: {exc}"
-        ) from None
+        raise cannot_use(args.url, exc) from None
 
 
 def _start_metrics(args: argparse.Namespace, consumer: gq.Consumer, rq: gq.Queue) -> Any:

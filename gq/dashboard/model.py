@@ -5,15 +5,13 @@ Pages and the JSON API render the same dicts, so they cannot disagree.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from gq import groups as group_view
 from gq import job as jobs
 from gq.describe import TaskView, describe
 from gq.queue import consumer_report, flow_report, snapshot
-from gq.store.admin import QueueAdmin
-
-Entry = tuple[str, float, Optional[bytes]]
+from gq.store.admin import Entry, QueueAdmin
 
 # Job data shown in a list is cut here; the job's own page shows up to DETAIL_BYTES.
 PREVIEW_CHARS = 2000

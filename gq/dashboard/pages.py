@@ -9,7 +9,7 @@ from urllib.parse import quote, unquote
 
 from gq.dashboard import chart, model, results_pages
 from gq.dashboard.http import HTTPError, Request, Response, json_response, redirect, text_response
-from gq.store.admin import QueueAdmin
+from gq.store.admin import Entry, QueueAdmin
 from gq.store.base import MAX_BATCH
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ MESSAGES = {
 }
 
 Operation = Callable[[Sequence[str]], list[bool]]
-Page = Callable[[int, int], list[model.Entry]]
+Page = Callable[[int, int], list[Entry]]
 
 
 def _int_arg(request: Request, name: str, default: int, low: int, high: int) -> int:
@@ -144,10 +144,7 @@ def flow_action(d: Site, request: Request, name: str, verb: str) -> Response:
     """Pause or resume the queue (read-only mode and the CSRF check came first)."""
     pause = verb == "pause"
     queue = d.queue(name)
-    if pause:
-        queue.pause()
-    else:
-        queue.resume()
+    (queue.pause if pause else queue.resume)()
     return redirect(f"{queue_url(request, name)}?done={'paused' if pause else 'resumed'}")
 
 
@@ -162,30 +159,13 @@ def _apply(request: Request, rq: QueueAdmin, operation: Operation, state: str) -
     done, or None when nothing was selected."""
     form = request.form()
     if form.get("all", [""])[0] == "1":
-        return _apply_all(rq, operation, state)
+        return rq.work_through(state, operation)
     ids = list(dict.fromkeys(i for i in form.get("id", []) if i))
     if len(ids) > MAX_BATCH:
         raise HTTPError(400, f"At most {MAX_BATCH} jobs at once; use 'all' for more.")
     return sum(operation(ids)) if ids else None
 
 
-def _apply_all(rq: QueueAdmin, operation: Operation, state: str) -> int:
-    """Work through the set from its oldest end in batches, at most as many jobs as it held
-    at the start: a retried job that dies again meanwhile cannot keep the loop going."""
-    budget, done = rq.counts()[state], 0
-    while budget > 0:
-        ids = [job_id for job_id, _, _ in _oldest(rq, state, min(budget, MAX_BATCH))]
-        if not ids:
-            break
-        done += sum(operation(ids))
-        budget -= len(ids)
-    return done
-
-
-def _oldest(rq: QueueAdmin, state: str, count: int) -> list[model.Entry]:
-    if state == "dead":
-        return rq.dead_jobs(count, newest_first=False)
-    return rq.scheduled_jobs(count)
 
 
 def _after(request: Request, name: str, suffix: str, code: str, done: int | None) -> Response:

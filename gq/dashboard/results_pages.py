@@ -50,7 +50,8 @@ def recent(rq: QueueAdmin) -> list[dict[str, Any]]:
     texts = _Texts(model.VALUE_CHARS)
     rows = []
     for entry in recent_results(rq, RECENT):
-        value = entry.get("error") if entry.get("error") is not None else texts.shown(entry.get("value"))
+        error = entry.get("error")
+        value = error if error is not None else texts.shown(entry.get("value"))
         rows.append({"id": entry["id"], "task": entry.get("task") or "", "status": entry["status"],
                      "at": entry.get("at"), "outcome": texts.cut(str(value))})  # fmt: skip
     return rows

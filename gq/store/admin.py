@@ -9,14 +9,18 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Optional
 
 from gq.store import base
-from gq.store.base import RedisPipeline, as_text, chunks, optional_int
+from gq.store.base import MAX_BATCH, RedisPipeline, as_text, chunks, each_key, flags, optional_int
 from gq.store.keys import QUEUE_REGISTRY
 from gq.store.registry import MAX_REGISTERED_QUEUES as MAX_REGISTERED_QUEUES
 from gq.store.registry import ConsumerReports
 from gq.store.registry import registered_queues as registered_queues  # (re-exported)
+
+#: A listed job of the dead or scheduled set: (id, its score as unix time, message or None).
+Entry = tuple[str, float, Optional[bytes]]
+Scored = tuple[str, float]
 
 # History keys live 25 h after their last write (gq.worker.facts.HISTORY_TTL): the hours to delete.
 HISTORY_KEEP_HOURS = 26
@@ -113,55 +117,47 @@ class QueueAdmin(ConsumerReports):
     def consumers(self) -> list[tuple[str, float, int]]:
         """Every registered consumer, least recently seen first:
         (consumer id, last heartbeat in unix seconds, jobs in its in-flight set)."""
-        entries = self._scored(self.keys.consumers, -1)
+        entries = self._scored(self.keys.consumers, 0, -1)
         if not entries:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for key, _ in entries:
-            pipe.scard(key)
-        sizes = pipe.execute()
+        sizes = each_key(self.client, "scard", [key for key, _ in entries])
         prefix = self.keys.inflight("")
         return [
             (key[len(prefix) :] if key.startswith(prefix) else key, score, int(size))
             for (key, score), size in zip(entries, sizes)
         ]
 
-    def dead_jobs(
-        self, limit: int, *, newest_first: bool = True
-    ) -> list[tuple[str, float, bytes | None]]:
+    def dead_jobs(self, limit: int, *, newest_first: bool = True) -> list[Entry]:
         """Up to ``limit`` dead jobs: (id, unix time it was killed, message or None)."""
-        return self._entries(self.keys.dead, limit, newest_first)
+        return self._page(self.keys.dead, 0, limit, desc=newest_first)
 
-    def scheduled_jobs(self, limit: int) -> list[tuple[str, float, bytes | None]]:
+    def scheduled_jobs(self, limit: int) -> list[Entry]:
         """Up to ``limit`` scheduled jobs, soonest first: (id, unix time due, message or None)."""
-        return self._entries(self.keys.scheduled, limit, False)
+        return self._page(self.keys.scheduled, 0, limit, desc=False)
 
-    def _entries(
-        self, key: str, limit: int, newest_first: bool
-    ) -> list[tuple[str, float, bytes | None]]:
-        if limit <= 0:
-            return []
-        entries = self._scored(key, limit - 1, desc=newest_first)
-        messages = self.messages([job_id for job_id, _ in entries])
-        return [(job_id, score, message) for (job_id, score), message in zip(entries, messages)]
+    def work_through(self, state: str, operation: Callable[[Sequence[str]], list[bool]]) -> int:
+        """Run ``operation`` over the dead or scheduled set from its head (oldest, soonest) in
+        batches, on at most as many jobs as it held at the start (a retried job that dies
+        again meanwhile cannot keep the loop going); the count it did (``gq ... --all``)."""
+        key = self.keys.dead if state == "dead" else self.keys.scheduled
+        budget, done = self.counts()[state], 0
+        while budget > 0:
+            head = self._page(key, 0, min(budget, MAX_BATCH), desc=False)
+            ids = [job_id for job_id, _, _ in head]
+            if not ids:
+                break
+            done += sum(operation(ids))
+            budget -= len(ids)
+        return done
 
-    def _scored(self, key: str, stop: int, *, desc: bool = False) -> list[tuple[str, float]]:
-        """Members 0 to ``stop`` (-1: all) of sorted set ``key``, with their scores."""
-        reply: Any = self.client.zrange(key, 0, stop, desc=desc, withscores=True)
+    def _scored(self, key: str, start: int, stop: int, desc: bool = False) -> list[Scored]:
+        """Members ``start`` to ``stop`` (-1: the last) of sorted set ``key``, and scores."""
+        reply: Any = self.client.zrange(key, start, stop, desc=desc, withscores=True)
         return [(as_text(member), float(score)) for member, score in reply]
 
     def retry_dead(self, entries: Sequence[tuple[str, bytes | None]]) -> list[bool]:
         """Queue again each (id, new message or None to keep it) still in the dead set."""
-        batches = [
-            [part for job_id, message in chunk for part in (job_id, message or b"")]
-            for chunk in chunks(entries)
-        ]
-        if not batches:
-            return []
-        keys = self.keys.retry_dead_keys
-        return [
-            bool(flag) for reply in self._run_batches("retry_dead", keys, batches) for flag in reply
-        ]
+        return self._to_tail(self.keys.dead, entries)
 
     def delete_dead(self, ids: Sequence[str]) -> list[bool]:
         """Delete the given dead jobs and free their ids; True per id that was dead."""
@@ -175,8 +171,7 @@ class QueueAdmin(ConsumerReports):
         if not ids:
             return []
         keys = [key, self.keys.data, self.keys.recovered]
-        replies = self._run_batches("delete_jobs", keys, [list(chunk) for chunk in chunks(ids)])
-        return [bool(flag) for reply in replies for flag in reply]
+        return flags(self._run_batches("delete_jobs", keys, [list(chunk) for chunk in chunks(ids)]))
 
     def delete_queue(self) -> int:
         """Delete every key of this queue, in-flight sets included; the count of keys deleted.
@@ -209,26 +204,21 @@ class QueueAdmin(ConsumerReports):
     def exists(self) -> bool:
         """Whether Redis holds anything of this queue: jobs, or a registered consumer."""
         k = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        for key in (k.data, k.active, k.scheduled, k.dead, k.consumers):
-            pipe.exists(key)  # one key per call: a cluster client routes each by its key
-        return any(int(n) for n in pipe.execute())
+        keys = (k.data, k.active, k.scheduled, k.dead, k.consumers)
+        return any(int(n) for n in each_key(self.client, "exists", keys))
 
-    def dead_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
+    def dead_page(self, offset: int, count: int) -> list[Entry]:
         """Dead jobs from ``offset``, newest first: (id, killed at, message or None)."""
         return self._page(self.keys.dead, offset, count, desc=True)
 
-    def scheduled_page(self, offset: int, count: int) -> list[tuple[str, float, bytes | None]]:
+    def scheduled_page(self, offset: int, count: int) -> list[Entry]:
         """Scheduled jobs from ``offset``, soonest first: (id, due at, message or None)."""
         return self._page(self.keys.scheduled, offset, count, desc=False)
 
-    def _page(
-        self, key: str, offset: int, count: int, *, desc: bool
-    ) -> list[tuple[str, float, bytes | None]]:
+    def _page(self, key: str, offset: int, count: int, *, desc: bool) -> list[Entry]:
         if count <= 0 or offset < 0:
             return []
-        reply: Any = self.client.zrange(key, offset, offset + count - 1, desc=desc, withscores=True)
-        entries = [(as_text(member), float(score)) for member, score in reply]
+        entries = self._scored(key, offset, offset + count - 1, desc)
         messages = self.messages([job_id for job_id, _ in entries])
         return [(job_id, score, message) for (job_id, score), message in zip(entries, messages)]
 
@@ -238,23 +228,25 @@ class QueueAdmin(ConsumerReports):
         retry_dead.lua moves ids from whichever sorted set it is given to the tail of the
         active list, atomically: run on the scheduled set, it is exactly "run now".
         """
-        batches = [[part for job_id in chunk for part in (job_id, b"")] for chunk in chunks(ids)]
+        return self._to_tail(self.keys.scheduled, [(job_id, None) for job_id in ids])
+
+    def _to_tail(self, key: str, entries: Sequence[tuple[str, bytes | None]]) -> list[bool]:
+        """retry_dead.lua on ``key`` (the dead or the scheduled set, in place of the dead
+        one): each (id, new message or None to keep it) still there, to the tail."""
+        batches = [[part for job_id, message in chunk for part in (job_id, message or b"")]
+                   for chunk in chunks(entries)]  # fmt: skip
         if not batches:
             return []
-        # retry_dead.lua's keys, the scheduled set in place of the dead one.
-        keys = [self.keys.scheduled, *self.keys.retry_dead_keys[1:]]
-        replies = self._run_batches("retry_dead", keys, batches)
-        return [bool(flag) for reply in replies for flag in reply]
+        keys = [key, *self.keys.retry_dead_keys[1:]]
+        return flags(self._run_batches("retry_dead", keys, batches))
 
     def periodic_state(self) -> dict[str, tuple[str | None, int | None, int | None]]:
         """Each periodic schedule this queue knows: name -> (rule text, cursor, last enqueued)."""
         k = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        for key in (k.periodic_rules, k.periodic, k.periodic_enqueued):
-            pipe.hgetall(key)
+        keys = (k.periodic_rules, k.periodic, k.periodic_enqueued)
+        replies = each_key(self.client, "hgetall", keys)
         rules, cursors, enqueued = (
-            {as_text(name): as_text(value) for name, value in reply.items()}
-            for reply in pipe.execute()
+            {as_text(name): as_text(value) for name, value in reply.items()} for reply in replies
         )
         return {
             name: (
@@ -271,10 +263,8 @@ class QueueAdmin(ConsumerReports):
         if not names:
             return 0
         k = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        for key in (k.periodic, k.periodic_rules, k.periodic_enqueued):
-            pipe.hdel(key, *names)
-        return max(int(n) for n in pipe.execute())
+        keys = (k.periodic, k.periodic_rules, k.periodic_enqueued)
+        return max(int(n) for n in each_key(self.client, "hdel", keys, *names))
 
     def _observability_keys(self, inflight_keys: Sequence[str]) -> list[str]:
         """The facts of the given consumers and the history keys that may still live."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gq import scripts
 from gq.store.base import (
     UniqueEntry,
     check_client,
     flags,
     full_queue_errors,
     push_batches,
+    registered,
     schedule_batches,
     unique_calls,
     unique_replies,
@@ -29,10 +29,7 @@ class AsyncRedisQueue:
         self.cluster = check_client(client, name)
         self.client: Any = client
         self.keys = QueueKeys(name)
-        self._scripts: dict[str, Any] = {
-            name: client.register_script(scripts.source(name))
-            for name in ("push", "schedule", "push_unique", "push_group")
-        }
+        self._scripts = registered(client, ("push", "schedule", "push_unique", "push_group"))
 
     async def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
         """``RedisQueue.push``, awaited."""

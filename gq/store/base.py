@@ -107,6 +107,20 @@ def chunks(items: Sequence[T], size: int = MAX_BATCH) -> list[Sequence[T]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+def registered(client: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The named scripts, registered on ``client`` (redis-py loads each at its first call)."""
+    return {name: client.register_script(scripts.source(name)) for name in names}
+
+
+def each_key(client: Any, command: str, keys: Iterable[str], *args: Any) -> list[Any]:
+    """The replies of ``command`` (a redis-py method name) on each of ``keys``, in one
+    round trip: one key per call, so that a cluster client routes each by its slot."""
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        getattr(pipe, command)(key, *args)
+    return list(pipe.execute())
+
+
 def describe(exc: BaseException) -> str:
     """An error as a log line shows it: its type and its message on one line, e.g.
     "ResponseError: WRONGTYPE Operation against ...". Every log site that reports a Redis
@@ -292,9 +306,7 @@ class ScriptedQueue:
         self.client = client
         self.keys = QueueKeys(name)
         self._embedded = type(client).__module__.startswith("fakeredis")
-        self._scripts: dict[str, Script] = {
-            name: client.register_script(scripts.source(name)) for name in scripts.NAMES
-        }
+        self._scripts: dict[str, Script] = registered(client, scripts.NAMES)
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         with permission_errors(f"gq's {name} script"):

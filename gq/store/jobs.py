@@ -133,8 +133,7 @@ class RedisQueue(ScriptedQueue):
             k.inflight(consumer_id), k.data, k.recovered, k.held, k.flow, k.active, k.signal,
             k.cancelled, *group_keys(k.name),
         ]  # fmt: skip
-        replies = self._run_batches("ack", keys, [list(chunk) for chunk in chunks(ids)])
-        return [bool(flag) for reply in replies for flag in reply]
+        return flags(self._run_batches("ack", keys, [list(chunk) for chunk in chunks(ids)]))
 
     def retry(self, consumer_id: str, job_id: str, message: bytes, delay: float, *,
               hold: float = 0, group_hold: bool = False) -> bool:  # fmt: skip

@@ -54,7 +54,8 @@ def entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> list[
     return args
 
 
-def finish(queue: ScriptedQueue, consumer_id: str, done: Sequence[tuple[str, Outcome]]) -> list[bool]:
+def finish(queue: ScriptedQueue, consumer_id: str,
+           done: Sequence[tuple[str, Outcome]]) -> list[bool]:  # fmt: skip
     """Acknowledge owned jobs with their outcomes (ack_results.lua): a flag per job."""
     flags: list[bool] = []
     for batch in chunks(done, MAX_BATCH):

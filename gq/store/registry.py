@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from gq.store.base import RedisClient, ScriptedQueue, as_text
+from gq.store.base import RedisClient, ScriptedQueue, as_text, each_key
 from gq.store.keys import QUEUE_REGISTRY
 
 # The most queue names read from the registry (a bound on one SSCAN walk).
@@ -48,18 +48,13 @@ class ConsumerReports(ScriptedQueue):
         """The stored facts (JSON) of each consumer, None where there are none."""
         if not consumer_ids:
             return []
-        pipe = self.client.pipeline(transaction=False)
-        for consumer_id in consumer_ids:
-            pipe.get(self.keys.facts(consumer_id))
-        return [None if value is None else bytes(value) for value in pipe.execute()]
+        values = each_key(self.client, "get", map(self.keys.facts, consumer_ids))
+        return [None if value is None else bytes(value) for value in values]
 
     def history_fields(self, hours: Sequence[int]) -> dict[str, int]:
         """The per-minute fields (``done:<minute>``, ``failed:<minute>``) of the given hours."""
-        pipe = self.client.pipeline(transaction=False)
-        for hour in hours:
-            pipe.hgetall(self.keys.history(hour))
         merged: dict[str, int] = {}
-        for reply in pipe.execute():
+        for reply in each_key(self.client, "hgetall", map(self.keys.history, hours)):
             merged.update({as_text(field): int(value) for field, value in reply.items()})
         return merged
 

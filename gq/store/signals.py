@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import redis
 from redis.crc import key_slot
 
-from gq.store.base import ScriptedQueue, as_text, out_of_memory, permission_errors
+from gq.store.base import ScriptedQueue, as_text, each_key, out_of_memory, permission_errors
 
 # How often a consumer on the embedded server (fakeredis) looks for the signal.
 EMBEDDED_POLL = 0.01
@@ -51,10 +51,8 @@ def _poll_signal(queue: ScriptedQueue, key: str, timeout: float) -> bool:
 
 def signalled(queues: Sequence[ScriptedQueue]) -> list[bool]:
     """Whether each queue's signal is raised ("it may have jobs"), in one round trip."""
-    pipe = queues[0].client.pipeline(transaction=False)
-    for queue in queues:
-        pipe.exists(queue.keys.signal)
-    return [bool(flag) for flag in pipe.execute()]
+    signals = [queue.keys.signal for queue in queues]
+    return [bool(flag) for flag in each_key(queues[0].client, "exists", signals)]
 
 
 def wait_for_any_signal(queues: Sequence[ScriptedQueue], timeout: float) -> int | None:

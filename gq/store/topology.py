@@ -12,7 +12,7 @@ as redis-py's ``rediss://``).
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 from redis.connection import SSLConnection, parse_url
@@ -40,13 +40,28 @@ def hash_tag(name: str) -> str:
     return name[start + 1 : end] if end > start + 1 else ""
 
 
+def url_secrets(url: str) -> list[str]:
+    """The password in ``url`` (user info or ``?password=``), as written and decoded."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""]
+        found += parse_qs(parts.query).get("password", [])
+    except ValueError:
+        return []
+    secrets = {candidate for value in found if value for candidate in (value, unquote(value))}
+    return sorted(secrets, key=len, reverse=True)  # longest first: no partial replacements
+
+
+def hide(text: str, secrets: list[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
 def scrub(text: str, url: str) -> str:
     """``text`` without the password of ``url``, as written or decoded."""
-    password = urlsplit(url).password
-    for secret in sorted({password or "", unquote(password or "")}, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    return hide(text, url_secrets(url))
 
 
 def _split(url: str) -> tuple[str, str, list[tuple[str, int]], str, str]:

@@ -70,10 +70,7 @@ class PlannedRuns:
         try:
             plan = planner(job)  # (a raw handler's plan runs on a copy of the job)
             timeout = self._opts.job_timeout if plan.timeout is None else plan.timeout
-            if timeout:
-                value = self._run_with_timeout(timeout, _run, plan, job)
-            else:
-                value = _run(plan, job)
+            value = self._run_with_timeout(timeout, _run, plan, job) if timeout else _run(plan, job)
         except gevent.GreenletExit:
             if self._abandoned:
                 raise  # a forced stop: the job stays in flight for another consumer

@@ -13,7 +13,7 @@ came back (SPEC sections 5 and 9). One greenlet runs ``Poller.step`` in a loop.
   it); one held back by its rate limit or a handler's RateLimited is left alone for the
   time the script said.
 - **What came back**: decoded jobs go to the processor; bad data is discarded through the
-  outcomes' path (gq/worker/outcomes.py); a suspect (a job recovered twice in a row)
+  endings' path (gq/worker/endings.py); a suspect (a job recovered twice in a row)
   makes the poller wait until the consumer is idle before it fetches again, so that the
   suspect runs alone;
   after a fetch whose reply was lost, the queue's in-flight set is reconciled.
@@ -41,8 +41,8 @@ from gq.store.jobs import (
 )
 from gq.store.signals import signalled, wait_for_any_signal
 from gq.worker.acker import Acker
+from gq.worker.endings import Endings
 from gq.worker.ledger import Ledger
-from gq.worker.outcomes import Outcomes
 from gq.worker.processor import Processor
 
 log = logging.getLogger("gq.poller")
@@ -123,7 +123,7 @@ def _smooth(old: float, new: float) -> float:
 class Poller:
     """Fetches jobs of ``sources`` for ``processor`` (see the module's docstring). The
     acks pending in ``acker`` ride on its fetches (fetch.lua acknowledges, then takes);
-    ``ledger`` says which jobs this process holds; bad data goes to ``outcomes``."""
+    ``ledger`` says which jobs this process holds; bad data goes to ``endings``."""
 
     def __init__(
         self,
@@ -135,7 +135,7 @@ class Poller:
         *,
         acker: Acker,
         ledger: Ledger,
-        outcomes: Outcomes,
+        endings: Endings,
     ) -> None:
         self._sources = list(sources)
         self._weighted = len({s.weight for s in sources}) > 1
@@ -144,7 +144,7 @@ class Poller:
         self._processor = processor
         self._acker = acker
         self._ledger = ledger
-        self._outcomes = outcomes
+        self._endings = endings
         self._context = context
         self.prefetch = Prefetch(opts, processor, ledger)
         self.waiting = False  # in a wait that a stop may interrupt (no Redis write)
@@ -286,7 +286,7 @@ class Poller:
             self._ledger.sampler.offer(good, offered)
         self._processor.put(good)
         for job, message, reason in bad:
-            self._outcomes.discard(job, message, reason)
+            self._endings.discard(job, message, reason)
 
     def reconcile_unsure(self) -> None:
         """At a stop, the poller gone: reconcile every queue whose fetch was cut short.

@@ -1,6 +1,6 @@
 """Running handlers: the local buffer, the handler pool, cancels of running jobs, and
 handing each job's end on: to the acker when its handler returned (gq/worker/acker.py),
-to the outcomes otherwise (retried, killed, cancelled, rate limited: gq/worker/outcomes.py).
+to the endings otherwise (retried, killed, cancelled, rate limited: gq/worker/endings.py).
 
 A job is acknowledged only after its handler returned (at-least-once): running a job
 twice is better than losing it.
@@ -30,9 +30,9 @@ from gq.store.jobs import RedisQueue
 from gq.worker import asyncio_loop, watchdog
 from gq.worker.acker import Acker
 from gq.worker.call import Plan
+from gq.worker.endings import Endings
 from gq.worker.handler_checks import GreenletExitRaised
 from gq.worker.ledger import Ledger
-from gq.worker.outcomes import Outcomes
 from gq.worker.planned import PlannedRuns, planner_of
 from gq.worker.recorder import Recorder
 from gq.worker.sampling import Sample
@@ -54,7 +54,7 @@ class Processor(PlannedRuns):
     ``buffer`` (and given back at a graceful stop) or running.
 
     The consumer hands it the ``ledger`` (held ids, outcome counts), the ``acker`` (which
-    the poller shares) and the ``outcomes`` (other than success: gq/worker/outcomes.py);
+    the poller shares) and the ``endings`` (other than success: gq/worker/endings.py);
     built alone (tests, benchmarks), it makes its own.
     """
 
@@ -68,7 +68,7 @@ class Processor(PlannedRuns):
         context: str,
         ledger: Ledger | None = None,
         acker: Acker | None = None,
-        outcomes: Outcomes | None = None,
+        endings: Endings | None = None,
     ) -> None:
         self._opts = opts
         self._handler = handler
@@ -80,7 +80,7 @@ class Processor(PlannedRuns):
         self._sampler = ledger.sampler
         self._picked = ledger.sampler.picked  # id(job) -> Sample, for the jobs to time
         self.acker = acker or Acker(queues, consumer_id, opts, ledger.acked, on_fatal, context)
-        self._outcomes = outcomes or Outcomes(
+        self._endings = endings or Endings(
             queues, consumer_id, opts, ledger, self.acker, on_fatal, context
         )
         self._pool()
@@ -272,7 +272,7 @@ class Processor(PlannedRuns):
         slot.job = None
         if sample is not None:
             self.recorders[job.queue].finished(sample, began)
-        self._outcomes.ended(job, exc, plan)
+        self._endings.ended(job, exc, plan)
 
     # -- cancels (gq.Queue.cancel; the consumer's canceller loop calls cancel) -------------
 
@@ -284,7 +284,7 @@ class Processor(PlannedRuns):
         for job in dropped:
             log.info("%s: job %s cancelled before it started", self._context, job.id,
                      extra=fields_of(job))
-            self._outcomes.cancelled(job)
+            self._endings.cancelled(job)
         running = self._running_among(queue, ids)
         loop = gevent.get_hub().loop
         for worker, job in running:

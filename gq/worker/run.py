@@ -22,12 +22,12 @@ from gq.store.base import describe
 from gq.store.jobs import RedisQueue
 from gq.worker.acker import Acker
 from gq.worker.arguments import retry_policy
+from gq.worker.endings import Endings
 from gq.worker.facts import Reporter, report_interval
 from gq.worker.ledger import Ledger
 from gq.worker.liveness import Liveness
 from gq.worker.loops import Loop
 from gq.worker.maintenance import Maintenance
-from gq.worker.outcomes import Outcomes
 from gq.worker.periodic_runner import PeriodicRunner
 from gq.worker.poller import Poller, Source
 from gq.worker.processor import Handler, Processor
@@ -60,12 +60,12 @@ class Run:
         self._context = context
         self.ledger = ledger = Ledger(recorders)
         self.acker = acker = Acker(queues, consumer_id, opts, ledger.acked, on_fatal, context)
-        outcomes = Outcomes(queues, consumer_id, opts, ledger, acker, on_fatal, context)
+        endings = Endings(queues, consumer_id, opts, ledger, acker, on_fatal, context)
         self.processor = processor = Processor(
-            queues, consumer_id, opts, handler, on_fatal, context, ledger, acker, outcomes
+            queues, consumer_id, opts, handler, on_fatal, context, ledger, acker, endings
         )
         self.poller = Poller(sources, consumer_id, opts, processor, context, acker=acker,
-                             ledger=ledger, outcomes=outcomes)  # fmt: skip
+                             ledger=ledger, endings=endings)  # fmt: skip
         self.reporter = Reporter(queues, consumer_id, opts, recorders, context,
                                  running=lambda: processor.running)  # fmt: skip
 

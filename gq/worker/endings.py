@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("gq.processor")
 
 
-class Outcomes:
-    """Writes the outcomes other than success of one consumer's jobs."""
+class Endings:
+    """Writes the endings other than success of one consumer's jobs."""
 
     def __init__(
         self,
