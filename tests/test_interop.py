@@ -126,7 +126,10 @@ def test_a_job_failed_in_go_is_retried_by_gq_with_the_attempt_go_counted(
     curlyq: Curlyq, server: RedisServer, queue: str, direct: redis.Redis, tmp_path: Path
 ) -> None:
     gq.Producer(queue, url=server.url).perform(gq.Job(id="r1", data=b"retry me"))
-    go = curlyq.consumer(tmp_path, queue, "-fail-every", "1", "-max-backoff", "100ms")
+    # Its scheduler idle (one poll an hour) so that it cannot run the retry itself before it
+    # stops, which it did under load: gq's consumer below is to run it.
+    go = curlyq.consumer(tmp_path, queue, "-fail-every", "1", "-max-backoff", "100ms",
+                         "-scheduler-poll", "1h")  # fmt: skip
     try:
         wait_until(lambda: direct.zscore(QueueKeys(queue).scheduled, "r1"), 15,
                    message="curlyq scheduled its retry")  # fmt: skip

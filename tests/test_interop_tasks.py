@@ -136,7 +136,10 @@ def test_a_task_unknown_to_the_go_router_is_retried_and_python_runs_it_intact(
     worker_later: Any,
 ) -> None:
     job_id, sent = curlyq.produce_task(queue, "-task", "deliver")
-    go = curlyq.task_consumer(tmp_path, queue, "-tasks", "other", "-max-backoff", "100ms")
+    # Its scheduler idle (one poll an hour): under load it ran the retry itself (attempt 2)
+    # before it stopped, and the gq worker below is to run it.
+    go = curlyq.task_consumer(tmp_path, queue, "-tasks", "other", "-max-backoff", "100ms",
+                              "-scheduler-poll", "1h")  # fmt: skip
     try:
         wait_until(
             lambda: direct.zscore(QueueKeys(queue).scheduled, job_id),
