@@ -2,13 +2,12 @@
 drain's wall clock cannot show on this machine (the same code's rate swings ±20% from one
 run to the next; issue 19 asks for "within 3%").
 
-One gq worker process (``workers/gq_worker.py``: byte jobs, C=100, buffer auto, the
-default-settings worker of flow.py) runs under ``valgrind --tool=callgrind`` on a
-pre-filled queue of N jobs and, separately, of 2N jobs; (I(2N) - I(N)) / N is the
-instructions it executes per job, start-up and shutdown subtracted out. PYTHONHASHSEED is
-fixed so that dict and set layouts (and so the start-up) are the same in every run.
-Redis's side, on a dedicated redis-server: the scripts' usec (INFO commandstats,
-evalsha + eval) and calls in the same drains, (2N - N) / N as well.
+One gq worker process (``workers/gq_worker.py``: byte jobs, C=100, flow.py's worker)
+runs under ``valgrind --tool=callgrind`` on a pre-filled queue of N jobs and, separately,
+of 2N jobs; (I(2N) - I(N)) / N is the instructions it executes per job, start-up and
+shutdown subtracted out. PYTHONHASHSEED is fixed so that dict and set layouts are the
+same in every run. Redis's side, on a dedicated redis-server: the scripts' usec (INFO
+commandstats, evalsha + eval) and calls in the same drains, (2N - N) / N as well.
 
 Modes (--modes, default all): ``bytes`` (above); ``task`` (``workers/task_worker.py``:
 a noop ``@app.task``; issue 20's target is a task at >= 0.85x a byte job); ``results``
@@ -19,14 +18,14 @@ CPU would reach (the inverse). With --before REV (default 2864a1e, the commit be
 worker re-cut; "" to skip) gq as of REV (``git archive``, run through
 ``workers/before.py``) is counted too, for bytes and task (results are not kept there).
 
-Under valgrind the worker runs ~50x slower while Redis does not, so "auto" fetches
-smaller batches than a native drain does (the free handlers' worth plus 100 ms at the
-slowed rate): the per-job count holds a native drain's Python work per job, with more
-fetch and ack calls per job than a native drain makes. The figures compare trees and
-modes with each other, both counted the same way.
+Buffer: 1000 by default (--buffer), what "auto" reaches in a native drain (100 ms at
+tens of thousands of jobs/s, capped at poller_buffer_max). Under valgrind the worker runs
+~50x slower while Redis does not, so "auto" itself would size its fetches from the slowed
+rate, and that rate follows the machine's load: with --buffer auto the fetches per job,
+and the count, move with the load (spread 0.4-7.6% over two rounds; 1.2-2.7% with 1000).
 
 usage: instructions.py [--n N] [--repeat K] [--before REV] [--modes bytes,task,results]
-                       [--keep DIR]
+                       [--buffer B] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -52,9 +51,9 @@ from results_app import build  # noqa: E402
 
 CONCURRENCY = 100
 RESULT_TTL = 3600.0
-WORKER_ARGS = {  # mode: (script, its arguments after URL QUEUE)
-    "bytes": ("gq_worker.py", [str(CONCURRENCY), "auto"]),
-    "task": ("task_worker.py", [str(CONCURRENCY), "auto"]),
+WORKERS_OF = {  # mode: (script, its arguments after URL QUEUE, before the buffer)
+    "bytes": ("gq_worker.py", [str(CONCURRENCY)]),
+    "task": ("task_worker.py", [str(CONCURRENCY)]),
     "results": ("results_worker.py", [str(CONCURRENCY), str(RESULT_TTL)]),
 }
 COLLECTED = re.compile(r"Collected : (\d+)")
@@ -89,31 +88,32 @@ def callgrind(worker: list[str], n: int, out_file: str) -> int:
     return int(COLLECTED.findall(res.stderr)[-1])
 
 
-def count(url: str, tree: str | None, mode: str, n: int, out_file: str) -> dict[str, float]:
+def count(url: str, tree: str | None, mode: str, n: int, buffer: str,
+          out_file: str) -> dict[str, float]:  # fmt: skip
     """One drain of ``n`` jobs under callgrind: the worker's instructions, Redis's script
     usec and calls."""
     queue = f"bench-instr-{uuid.uuid4().hex[:8]}"
     fill(url, queue, mode, n)
-    script, args = WORKER_ARGS[mode]
+    script, args = WORKERS_OF[mode]
     launcher = [PYTHON] if tree is None else [PYTHON, str(WORKERS / "before.py"), tree]
     client = redis.Redis.from_url(url)
     usec, calls = script_usec(client), script_calls(client)
     try:
-        instructions = callgrind([*launcher, str(WORKERS / script), url, queue, *args], n,
-                                 out_file)  # fmt: skip
+        worker = [*launcher, str(WORKERS / script), url, queue, *args, buffer]
+        instructions = callgrind(worker, n, out_file)
         return {"instructions": instructions, "script_usec": script_usec(client) - usec,
                 "script_calls": script_calls(client) - calls}  # fmt: skip
     finally:
         forget(url, queue)
 
 
-def per_job(url: str, tree: str | None, mode: str, n: int, keep: Path | None,
+def per_job(url: str, tree: str | None, mode: str, args: argparse.Namespace,
             label: str) -> dict[str, float]:  # fmt: skip
     """(2N drain - N drain) / N of each count: what one more job costs."""
-    drains = {}
+    n, drains = args.n, {}
     for jobs in (n, 2 * n):
-        out = str(keep / f"callgrind.{label}.{jobs}") if keep else "/dev/null"
-        drains[jobs] = count(url, tree, mode, jobs, out)
+        out = str(args.keep / f"callgrind.{label}.{jobs}") if args.keep else "/dev/null"
+        drains[jobs] = count(url, tree, mode, jobs, args.buffer, out)
     figures = {k: (drains[2 * n][k] - drains[n][k]) / n for k in drains[n]}
     print(label, {k: round(v, 2) for k, v in figures.items()}, file=sys.stderr, flush=True)
     return {**figures, "startup_instructions": 2 * drains[n]["instructions"]
@@ -133,7 +133,7 @@ def measure(url: str, args: argparse.Namespace, before: str | None) -> dict[str,
                 if mode == "results" and tree is not None:
                     continue
                 name = f"{label.split()[0]}.{mode}.{rnd}"
-                figures = per_job(url, tree, mode, args.n, args.keep, name)
+                figures = per_job(url, tree, mode, args, name)
                 runs.setdefault(label, {}).setdefault(mode, []).append(figures)
     return runs
 
@@ -190,6 +190,8 @@ def main() -> None:
     ap.add_argument("--before", default="2864a1e", metavar="REV",
                     help='also count gq as of REV (default 2864a1e); "" to skip')
     ap.add_argument("--modes", default="bytes,task,results", type=lambda s: s.split(","))
+    ap.add_argument("--buffer", default="1000",
+                    help='poller_buffer_size (default 1000, what "auto" reaches natively)')
     ap.add_argument("--keep", type=Path, help="keep the callgrind files here (annotate)")
     args = ap.parse_args()
     if args.keep:
@@ -201,7 +203,7 @@ def main() -> None:
     write_json("instructions", {
         "workload": "noop drain under callgrind, (I(2N) - I(N)) / N per job",
         "machine": info, "command": command(), "n": args.n, "repeat": args.repeat,
-        "before": args.before, "concurrency": CONCURRENCY, "buffer": "auto",
+        "before": args.before, "concurrency": CONCURRENCY, "buffer": args.buffer,
         "runs": runs, "medians": med,
     })  # fmt: skip
     report(runs, med, args.n)
