@@ -36,6 +36,7 @@ log = logging.getLogger("gq.dispatch")
 
 _MAGIC = envelope.MAGIC
 _fields = envelope.fields
+_plain_call = envelope.plain_call
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ class Dispatcher:
     ) -> None:
         hooked = hooks if hooks is not None and hooks.on_jobs() else None
         self._entries = {name: _Entry(task, now, hooked, gather) for name, task in tasks.items()}
+        # The entries' plain_plan, by how their plain calls' envelopes start (envelope.plain_call).
+        self._plain = {envelope.plain_prefix(name): entry.plain_plan
+                       for name, entry in self._entries.items()}  # fmt: skip
         self._raw = dict(raw)
 
     def plan(self, job: Job) -> Plan:
@@ -80,6 +84,9 @@ class Dispatcher:
         data = job.data
         if data[:4] != _MAGIC:
             return self._raw_plan(job)
+        plain = _plain_call(data, self._plain)
+        if plain is not None:  # most jobs: a known task, positional arguments only
+            return plain[0](job, plain[1])
         try:
             fields = _fields(data)
         except EnvelopeError as exc:
@@ -99,7 +106,7 @@ class Dispatcher:
         # A copy: what the handler does to its Job must not change what is stored.
         copy = Job(job.id, job.data, job.attempt)
         copy.queue = job.queue
-        return Plan(partial(handler, copy))
+        return Plan(handler, args=(copy,))
 
 
 class _Entry:
@@ -133,18 +140,25 @@ class _Entry:
         if hooks is not None:
             self.runs = self.ahooked if coroutine else self.hooked
 
+    def plain_plan(self, job: Job, args: list[Any]) -> Plan:
+        """``plan`` for a plain call (positional arguments only, no opts, no headers)."""
+        if not self.least <= len(args) <= self.most:
+            self._bind(args, {})
+        return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, None,
+                    (job, (self.name, args, {}, {}, {})))  # fmt: skip
+
     def plan(self, job: Job, fields: envelope.Fields) -> Plan:
         _, args, kwargs, opts, _ = fields
-        if not opts:  # the common case: no options, no result kept, no workflow
+        if not opts:  # no options, no result kept, no workflow
             self._bind(args, kwargs)
-            return Plan(partial(self.runs, job, fields), self.timeout, self.retries,
-                        self.backoff, self.name)  # fmt: skip
+            return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, None,
+                        (job, fields))  # fmt: skip
         timeout, retries, backoff = self._options(opts)
         if opts.get(GATHER) is not None:
             return self._callback_plan(job, fields, timeout, retries, backoff)
         self._bind(args, kwargs)
-        plan = partial(self.runs, job, fields)
-        return Plan(plan, timeout, retries, backoff, self.name, finisher(job, fields))
+        return Plan(self.runs, timeout, retries, backoff, self.name, finisher(job, fields),
+                    (job, fields))  # fmt: skip
 
     def _bind(self, args: list[Any], kwargs: dict[str, Any]) -> None:
         if kwargs or not self.least <= len(args) <= self.most:  # (Binder's fast path)

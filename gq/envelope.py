@@ -32,7 +32,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 
@@ -47,6 +47,7 @@ _INT_MAX = 2**64 - 1
 _SCALARS = frozenset({type(None), bool, int, str, bytes, float})
 _packb = msgpack.packb
 _unpackb = msgpack.unpackb
+T = TypeVar("T")
 
 
 class Envelope:
@@ -148,6 +149,40 @@ def fields(data: bytes) -> Fields:
     get = body.get
     return _checked(get("task"), get("args"), get("kwargs"), get("opts") or {},
                     get("headers") or {})  # fmt: skip
+
+
+#: How a plain call's envelope ends (``encode`` writes the keys in order): kwargs, empty.
+_NO_KWARGS = b"\xa6kwargs\x80"
+_NO_KWARGS_LEN = len(_NO_KWARGS)
+_NAME_AT = _MAGIC_LEN + 6  # the task name's header: after the map's header and "task"
+_PREFIX_LEN = _NAME_AT + 6 - 0xA0  # plain_prefix's length, less a short name's header
+
+
+def plain_prefix(task: str) -> bytes:
+    """How the envelope of every plain call of ``task`` starts, up to its args: a call
+    without keyword arguments, options or headers, as ``encode(task, args, {})`` writes it."""
+    name: bytes = _packb(task)
+    return MAGIC + b"\x83\xa4task" + name + b"\xa4args"
+
+
+def plain_call(data: bytes, known: Mapping[bytes, T]) -> tuple[T, list[Any]] | None:
+    """``(known[prefix], args)`` for the envelope of a plain call of a task of ``known``
+    (keyed by ``plain_prefix``), read with one MessagePack read of its args alone; None
+    for any other (``fields`` reads it, and says what is wrong).
+
+    Exact, not a guess: the prefix (the map of three, the task, "args"), then one whole
+    array and nothing else, then kwargs ``{}`` is ``{"task", "args", "kwargs": {}}``
+    read in order, the shape ``fields`` answers ``(task, args, {}, {}, {})`` for. Per
+    job it saves the map, its three keys, the name and the kwargs built and dropped."""
+    try:
+        end = data[_NAME_AT] + _PREFIX_LEN  # right when the name is a fixstr (< 32 bytes)
+        found = known.get(data[:end])
+        if found is None or data[-_NO_KWARGS_LEN:] != _NO_KWARGS:
+            return None
+        args = _unpackb(data[end:-_NO_KWARGS_LEN], raw=False, timestamp=3, ext_hook=_refuse_ext)
+    except Exception:  # noqa: BLE001 - anything unusual: fields() says what is wrong
+        return None
+    return (found, args) if type(args) is list else None
 
 
 def _checked(task: Any, args: Any, kwargs: Any, opts: Any, headers: Any) -> Fields:

@@ -2,8 +2,9 @@
 handler through Processor.execute, release the acknowledged batch. No Redis: the acker
 greenlet is never started, so nothing is written.
 
-usage: hot_path.py MODE (off | on | counters (on without histograms); run it with an
-older gq on PYTHONPATH for "before")
+usage: hot_path.py MODE (off | on | counters (on without histograms) | task (off, with a
+noop task of a gq.App, dispatched through its envelope, against the byte job's noop
+handler); run it with an older gq on PYTHONPATH for "before")
 Prints the best of 7 rounds as JSON: CPU microseconds per job.
 """
 
@@ -37,11 +38,24 @@ class StubQueue:
 _RECORDERS: dict[str, object] = {}
 
 
+def noop_app() -> object:
+    """A gq.App with one noop task, as benchmarks/workers/task_worker.py runs it."""
+    import gq
+
+    app = gq.App(queue="bench")
+
+    @app.task(name="noop")
+    def noop(n: int) -> None: ...
+
+    return app
+
+
 def round_(messages: list, mode: str) -> float:
     # gq before issue #10 takes one queue, after it a mapping of name -> queue.
     several = next(iter(inspect.signature(Processor).parameters)) == "queues"
     queues = {"bench": StubQueue()} if several else StubQueue()
-    processor = Processor(queues, "c", ConsumerOptions(), lambda job: None,
+    handler = noop_app() if mode == "task" else lambda job: None
+    processor = Processor(queues, "c", ConsumerOptions(), handler,
                           lambda error: None, "bench")  # type: ignore[arg-type]
     if mode in ("on", "counters"):
         from gq import metrics
@@ -80,10 +94,19 @@ def round_(messages: list, mode: str) -> float:
     return (time.process_time() - t0) / N * 1e6
 
 
+def data(mode: str, i: int) -> bytes:
+    """A job's Data: a noop task's envelope (as ``noop.enqueue(i)`` writes it), else bytes."""
+    if mode != "task":
+        return b"x" * 16
+    from gq import envelope
+
+    return envelope.encode("noop", [i], {})
+
+
 def main() -> None:
     mode = sys.argv[1]
     now = time.time()
-    messages = [jobs.encode(jobs.Job(f"id-{i}", b"x" * 16), ready_at=now) for i in range(N)]
+    messages = [jobs.encode(jobs.Job(f"id-{i}", data(mode, i)), ready_at=now) for i in range(N)]
     print(json.dumps({"mode": mode, "cpu_us_per_job": min(round_(messages, mode)
                                                           for _ in range(7))}))
 

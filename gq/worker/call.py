@@ -14,33 +14,41 @@ from gq.options import ConsumerOptions
 
 
 class Plan:
-    """One job's run: ``run()`` returns its result; the None fields fall back to the
-    consumer's ``job_timeout``, ``job_max_attempts`` and ``job_max_backoff``. Read-only
-    by convention: a dispatcher builds one for every job, and a slotted class with a
-    plain ``__init__`` costs 40% of a frozen dataclass's five ``object.__setattr__``."""
+    """One job's run: ``run()`` returns its result, ``call(*args)``; the None fields fall
+    back to the consumer's ``job_timeout``, ``job_max_attempts`` and ``job_max_backoff``.
+    Read-only by convention: a dispatcher builds one for every job, and a slotted class
+    with a plain ``__init__`` costs 40% of a frozen dataclass's five ``object.__setattr__``.
+    ``args`` spares a task's Plan a ``functools.partial`` per job (its allocation and its
+    call); the processor calls ``call(*args)`` itself."""
 
-    __slots__ = ("run", "timeout", "max_attempts", "max_backoff", "task", "finish")
+    __slots__ = ("call", "timeout", "max_attempts", "max_backoff", "task", "finish", "args")
 
     def __init__(
         self,
-        run: Callable[[], object],
+        run: Callable[..., object],
         timeout: float | None = None,
         max_attempts: int | None = None,
         max_backoff: float | None = None,
         task: str = "",
         finish: Any = None,
+        args: tuple[Any, ...] = (),
     ) -> None:
-        self.run = run
+        self.call = run
         self.timeout = timeout
         self.max_attempts = max_attempts
         self.max_backoff = max_backoff
         self.task = task
         #: A task job's ``gq.outcome.Finisher`` (it keeps a result or continues a workflow).
         self.finish = finish
+        self.args = args
+
+    def run(self) -> object:
+        """The job's run: its result (an awaitable for an ``async def`` task)."""
+        return self.call(*self.args)
 
     def __repr__(self) -> str:
         return (
-            f"Plan(run={self.run!r}, timeout={self.timeout!r}, max_attempts="
+            f"Plan(run={self.call!r}, timeout={self.timeout!r}, max_attempts="
             f"{self.max_attempts!r}, max_backoff={self.max_backoff!r}, task={self.task!r})"
         )
 

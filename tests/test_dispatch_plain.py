@@ -1,0 +1,137 @@
+"""The dispatcher's plain path (issue 20): a plain call's envelope (positional arguments
+only, no opts, no headers) is read with one MessagePack read of its args alone
+(``envelope.plain_call``). It must answer exactly what ``envelope.fields`` reads, or
+step aside (None) for ``fields`` to read it and say what is wrong."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import gq
+from gq import envelope
+from gq.errors import EnvelopeError
+
+NAMES = ["noop", "a", "x" * 31, "x" * 32, "x" * 56, "tâche"]
+KNOWN = {envelope.plain_prefix(name): name for name in NAMES}
+_NO_KWARGS = b"\xa6kwargs\x80"
+
+
+def _fields_or_none(data: bytes) -> tuple[Any, ...] | None:
+    try:
+        return envelope.fields(data)
+    except EnvelopeError:
+        return None
+
+
+def _agrees(data: bytes) -> bool:
+    """plain_call's answer, when it has one, is fields' answer for a plain call."""
+    plain = envelope.plain_call(data, KNOWN)
+    if plain is None:
+        return True
+    name, args = plain
+    return _fields_or_none(data) == (name, args, {}, {}, {})
+
+
+def test_plain_calls_of_known_tasks_take_the_plain_path() -> None:
+    now = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    for name in ("noop", "a", "x" * 31, "tâche"):
+        for args in ([], [1], [1, "two", [3.0], {"k": b"v"}, None, now], ["\xa6kwargs\x80"]):
+            data = envelope.encode(name, args, {})
+            assert envelope.plain_call(data, KNOWN) == (name, args), (name, args)
+            assert _agrees(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        envelope.encode("noop", [1], {"k": 2}),
+        envelope.encode("noop", [1], {}, {"timeout": 3.0}),
+        envelope.encode("noop", [1], {}, None, {"trace": "t"}),
+        envelope.encode("unknown", [1], {}),
+        envelope.plain_prefix("noop") + b"\x92\x01" + _NO_KWARGS,  # a truncated array
+        envelope.plain_prefix("noop") + b"\x91\x01\x91\x02" + _NO_KWARGS,  # two arrays
+        envelope.plain_prefix("noop") + b"\x01" + _NO_KWARGS,  # args not an array
+        envelope.plain_prefix("noop") + _NO_KWARGS,  # no args at all
+        envelope.plain_prefix("noop") + b"\x91\xc7\x01\x05x" + _NO_KWARGS,  # an unknown ext
+        envelope.encode("noop", [1], {}) + b"\x00",  # something after the map
+        envelope.encode("noop", [1], {})[:-1],
+        envelope.plain_prefix("noop"),
+        envelope.MAGIC,
+        b"\x00gqt\x83\xa4task",
+    ],
+)
+def test_anything_else_steps_aside_for_fields(data: bytes) -> None:
+    assert envelope.plain_call(data, KNOWN) is None
+
+
+def test_a_long_name_is_read_either_way() -> None:
+    for name in ("x" * 32, "x" * 56):
+        data = envelope.encode(name, [1], {})
+        assert envelope.plain_call(data, KNOWN) in (None, (name, [1]))
+        assert envelope.fields(data) == (name, [1], {}, {}, {})
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text() | st.binary(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.sampled_from(NAMES), st.lists(_values, max_size=4))
+def test_any_plain_call_reads_as_fields_reads_it(name: str, args: list[Any]) -> None:
+    data = envelope.encode(name, args, {})
+    assert _agrees(data)
+    if len(name.encode()) < 32:
+        assert envelope.plain_call(data, KNOWN) == (name, args)
+
+
+@given(st.lists(_values, max_size=3), st.integers(0, 40), st.binary(max_size=3))
+def test_a_damaged_envelope_is_never_misread(args: list[Any], at: int, junk: bytes) -> None:
+    data = envelope.encode("noop", args, {})
+    at = min(at, len(data))
+    for damaged in (data[:at] + junk + data[at:], data[:at] + junk + data[at + 1 :]):
+        assert _agrees(damaged)
+
+
+def test_the_plan_of_a_plain_call_runs_the_task_with_its_job() -> None:
+    app = gq.App(queue="q")
+    seen: list[Any] = []
+
+    @app.task(name="deliver", retries=2, timeout=5.0)
+    def deliver(url: str, tries: int = 1) -> str:
+        seen.append((url, tries, gq.current_job()))
+        return "ok"
+
+    job = gq.Job("id-1", envelope.encode("deliver", ["https://a"], {}), 1)
+    job.queue = "q"
+    plan = app.plan(job)
+    assert (plan.timeout, plan.max_attempts, plan.task, plan.finish) == (5.0, 2, "deliver", None)
+    assert plan.run() == "ok"
+    assert seen == [("https://a", 1, gq.CurrentJob("id-1", 1, "q", "deliver", {}))]
+    assert gq.current_job() is None
+
+
+def test_a_plain_call_that_does_not_bind_is_killed() -> None:
+    app = gq.App(queue="q")
+
+    @app.task(name="deliver")
+    def deliver(url: str) -> None: ...
+
+    for args in ([], ["a", "b"]):
+        job = gq.Job("id-1", envelope.encode("deliver", args, {}))
+        with pytest.raises(gq.Kill, match="the arguments do not bind"):
+            app.plan(job)
+
+
+def test_the_wire_bytes_of_a_plain_call_are_the_prefix_args_and_no_kwargs() -> None:
+    # plain_prefix follows encode's bytes: if encode's key order changed, the plain path
+    # would silently stop being taken (test_plain_calls_... would say so too).
+    data = envelope.encode("noop", [7], {})
+    assert data == envelope.plain_prefix("noop") + msgpack.packb([7]) + _NO_KWARGS
