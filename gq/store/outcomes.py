@@ -9,9 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from gq.errors import ResultUnavailable
+from gq.job import ID_ERRORS
 from gq.outcome import Outcome, Record, unpack
 from gq.store.base import MAX_BATCH, ScriptedQueue, as_text, chunks
 from gq.store.groupkeys import group_keys
@@ -54,6 +56,39 @@ def entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> list[
     return args
 
 
+def _field(value: Any) -> bytes:
+    """One field of an entries blob (lib/outcome.lua's fields_of): its length (4 bytes,
+    big-endian), then its bytes."""
+    if type(value) is not bytes:
+        value = str(value).encode("utf-8", ID_ERRORS)  # (ids read back by as_text, exact)
+    return len(value).to_bytes(4, "big") + value
+
+
+_NO_FOLLOW_UPS = _field(0)
+
+
+def _entry_fields(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> bytes:
+    if out.ttl > 0 and not out.ops:  # a result and nothing else, the common case
+        keys.append(f"{queue.name}:result:{job_id}")  # (QueueKeys.result, inline: per job)
+        return b"".join((_ttl_field(out.ttl_ms), _field(out.record), _NO_FOLLOW_UPS))
+    return b"".join([_field(value) for value in entry(out, queue, job_id, keys)])
+
+
+@cache
+def _ttl_field(ttl_ms: str) -> bytes:  # (a handful of TTLs per process)
+    return _field(ttl_ms)
+
+
+def packed(queue: QueueKeys, done: Sequence[tuple[str, Outcome]], keys: list[str]) -> bytes:
+    """The entries blob of ack_results.lua and fetch.lua for ``done`` (at most MAX_BATCH):
+    the number of ids, the ids, then an entry per id; the keys it names go on ``keys``.
+    One script argument for the batch: redis-py's cost per argument was most of what
+    writing results cost the worker."""
+    ids = [_field(job_id) for job_id, _ in done]
+    entries = [_entry_fields(out, queue, job_id, keys) for job_id, out in done]
+    return b"".join([_field(len(done)), *ids, *entries])
+
+
 def finish(queue: ScriptedQueue, consumer_id: str,
            done: Sequence[tuple[str, Outcome]]) -> list[bool]:  # fmt: skip
     """Acknowledge owned jobs with their outcomes (ack_results.lua): a flag per job."""
@@ -62,10 +97,8 @@ def finish(queue: ScriptedQueue, consumer_id: str,
         k = queue.keys
         keys = [k.inflight(consumer_id), k.data, k.recovered, k.held, k.flow, k.active,
                 k.signal, k.cancelled, k.waiting, k.results, *group_keys(k.name)]  # fmt: skip
-        args: list[Any] = [k.channel, len(batch), *(job_id for job_id, _ in batch)]
-        for job_id, out in batch:
-            args += entry(out, k, job_id, keys)
-        flags += [bool(flag) for flag in queue._run("ack_results", keys, args)]
+        blob = packed(k, batch, keys)
+        flags += [bool(flag) for flag in queue._run("ack_results", keys, [k.channel, blob])]
     return flags
 
 
