@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from gq.errors import ResultUnavailable
@@ -59,34 +58,34 @@ def entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> list[
 def _field(value: Any) -> bytes:
     """One field of an entries blob (lib/outcome.lua's fields_of): its length (4 bytes,
     big-endian), then its bytes."""
-    if type(value) is not bytes:
-        value = str(value).encode("utf-8", ID_ERRORS)  # (ids read back by as_text, exact)
-    return len(value).to_bytes(4, "big") + value
+    data: bytes = value if type(value) is bytes else str(value).encode("utf-8", ID_ERRORS)
+    return len(data).to_bytes(4, "big") + data  # (ids read back by as_text: exact bytes)
 
 
-_NO_FOLLOW_UPS = _field(0)
-
-
-def _entry_fields(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> bytes:
-    if out.ttl > 0 and not out.ops:  # a result and nothing else, the common case
-        keys.append(f"{queue.name}:result:{job_id}")  # (QueueKeys.result, inline: per job)
-        return b"".join((_ttl_field(out.ttl_ms), _field(out.record), _NO_FOLLOW_UPS))
+def _full_entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> bytes:
     return b"".join([_field(value) for value in entry(out, queue, job_id, keys)])
 
 
-@cache
-def _ttl_field(ttl_ms: str) -> bytes:  # (a handful of TTLs per process)
-    return _field(ttl_ms)
-
-
 def packed(queue: QueueKeys, done: Sequence[tuple[str, Outcome]], keys: list[str]) -> bytes:
-    """The entries blob of ack_results.lua and fetch.lua for ``done`` (at most MAX_BATCH):
-    the number of ids, the ids, then an entry per id; the keys it names go on ``keys``.
+    """The entries blob of ack_results.lua and fetch.lua for ``done`` (at most MAX_BATCH;
+    lib/outcome.lua's ack_outcomes says its fields); the keys it names go on ``keys``.
     One script argument for the batch: redis-py's cost per argument was most of what
-    writing results cost the worker."""
-    ids = [_field(job_id) for job_id, _ in done]
-    entries = [_entry_fields(out, queue, job_id, keys) for job_id, out in done]
-    return b"".join([_field(len(done)), *ids, *entries])
+    writing results cost the worker. A plain result (the batch's TTL, no follow-up), the
+    common case, is its record alone."""
+    ttl = next((out.ttl_ms for _, out in done if out.ttl > 0 and not out.ops), "0")
+    kinds = bytearray()
+    entries: list[bytes] = []
+    prefix = f"{queue.name}:result:"  # (QueueKeys.result, inline: per job)
+    for job_id, out in done:
+        if not out.ops and out.ttl > 0 and out.ttl_ms == ttl:
+            kinds += b"r"
+            keys.append(prefix + job_id)
+            entries.append(len(out.record).to_bytes(4, "big") + out.record)
+        else:
+            kinds += b"e"
+            entries.append(_full_entry(out, queue, job_id, keys))
+    head = [_field(len(done)), *[_field(job_id) for job_id, _ in done], _field(ttl)]
+    return b"".join([*head, _field(bytes(kinds)), *entries])
 
 
 def finish(queue: ScriptedQueue, consumer_id: str,

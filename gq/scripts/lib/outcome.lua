@@ -70,6 +70,14 @@ local function member_failed(k, member, keep_ms, gid, channel)
   tell_waiters(waiting, channel, gid)
 end
 
+-- Tell a caller of get() waiting for `id` (if any) that its outcome is there.
+local function publish_if_waited(waiting_key, channel, id)
+  if redis.call('ZSCORE', waiting_key, id) then
+    redis.call('ZREM', waiting_key, id)
+    redis.call('PUBLISH', channel, id)
+  end
+end
+
 -- Apply the entry at E[at] (its keys from KEYS[k] on) for job `id`; returns the indexes
 -- after it, and whether a result was kept. `stamp`: time_str(now), made once per call;
 -- `waited`: whether anybody waits on this queue (its Q:waiting exists).
@@ -92,10 +100,7 @@ local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited)
     end
     at, k = at + 1 + SIZES[kind][1], k + SIZES[kind][2]
   end
-  if keeps and waited and redis.call('ZSCORE', waiting_key, id) then
-    redis.call('ZREM', waiting_key, id)
-    redis.call('PUBLISH', channel, id)
-  end
+  if keeps and waited then publish_if_waited(waiting_key, channel, id) end
   return at, k, keeps
 end
 
@@ -135,26 +140,39 @@ local function fields_of(blob)
   return fields
 end
 
--- Acknowledge the ids of an entries blob (its fields: the number of ids n, the n ids, then
--- one entry per id) as lib/ack.lua does, and write each owned id's outcome, the entries'
--- keys from KEYS[k] on. K: the in-flight set, data, recovered, cancelled, waiting and
--- results index keys. Returns a flag per id (1 acknowledged, 0 not owned: no outcome,
--- its new owner writes it) and the ids acknowledged.
+-- Acknowledge the ids of an entries blob as lib/ack.lua does, and write each owned id's
+-- outcome, the entries' keys from KEYS[k] on. The blob's fields: the number of ids n,
+-- the n ids, the TTL in ms of the plain results, a kind per id ("r": a plain result,
+-- kept that TTL, its entry the record alone, its key the result key; "e": a full entry,
+-- as above), then the entries in order. K: the in-flight set, data, recovered,
+-- cancelled, waiting and results index keys. Returns a flag per id (1 acknowledged, 0
+-- not owned: no outcome, its new owner writes it) and the ids acknowledged.
 local function ack_outcomes(blob, k, K, channel)
   local E = fields_of(blob)
   local n = tonumber(E[1])
   local ids = {unpack(E, 2, n + 1)}
   local flags, owned = acknowledge(K[1], K[2], K[3], K[4], ids)
-  local acked, kept, at = {}, {}, n + 2
+  local acked, kept = {}, {}
   if owned == 0 then return flags, acked end
+  local ttl, kinds, at = E[n + 2], E[n + 3], n + 4
   local stamp = time_str(server_now())
   local waited = redis.call('EXISTS', K[5]) == 1
+  local byte = string.byte
   for i = 1, n do
+    local id, plain = ids[i], byte(kinds, i) == 114  -- "r"
     if flags[i] == 1 then
-      local keeps
-      at, k, keeps = apply_outcome(E, at, k, ids[i], stamp, K[5], channel, waited)
-      acked[#acked + 1] = ids[i]
-      if keeps then kept[#kept + 1] = ids[i] end
+      acked[#acked + 1] = id
+      local keeps = plain
+      if plain then
+        redis.call('SET', KEYS[k], stamp .. E[at], 'PX', ttl)
+        if waited then publish_if_waited(K[5], channel, id) end
+        at, k = at + 1, k + 1
+      else
+        at, k, keeps = apply_outcome(E, at, k, id, stamp, K[5], channel, waited)
+      end
+      if keeps then kept[#kept + 1] = id end
+    elseif plain then
+      at, k = at + 1, k + 1
     else
       at, k = skip_outcome(E, at, k)
     end
