@@ -139,6 +139,10 @@ class _Entry:
             self._bind(args, kwargs)
             return Plan(partial(self.runs, job, fields), self.timeout, self.retries,
                         self.backoff, self.name)  # fmt: skip
+        if len(opts) == 1 and "result_ttl" in opts:  # results on, the task's own options
+            self._bind(args, kwargs)
+            return Plan(partial(self.runs, job, fields), self.timeout, self.retries,
+                        self.backoff, self.name, finisher(job, fields))  # fmt: skip
         timeout, retries, backoff = self._options(opts)
         if opts.get(GATHER) is not None:
             return self._callback_plan(job, fields, timeout, retries, backoff)
