@@ -84,7 +84,8 @@ def packed(queue: QueueKeys, done: Sequence[tuple[str, Outcome]], keys: list[str
         else:
             kinds += b"e"
             entries.append(_full_entry(out, queue, job_id, keys))
-    head = [_field(len(done)), *[_field(job_id) for job_id, _ in done], _field(ttl)]
+    ids = [job_id.encode("utf-8", ID_ERRORS) for job_id, _ in done]  # (as _field, inline)
+    head = [_field(len(done)), *[len(i).to_bytes(4, "big") + i for i in ids], _field(ttl)]
     return b"".join([*head, _field(bytes(kinds)), *entries])
 
 
