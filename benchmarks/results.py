@@ -13,7 +13,10 @@
 Runs alternate (off, on, off, on...) so that the machine's drift hits both; medians of
 --repeat runs.
 
-usage: results.py [--quick] [--repeat K]
+usage: results.py [--quick] [--repeat K] [--parts drain,wake,workflows,memory]
+
+--parts runs only the parts named (all by default): ``--parts drain`` is the fast loop
+for the drain's ratio.
 """
 
 from __future__ import annotations
@@ -193,55 +196,94 @@ def bytes_per_result(url: str, n: int = 10_000) -> dict[str, float]:
     return sizes
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=None)
-    args = ap.parse_args()
-    repeat = args.repeat or (3 if args.quick else 5)
-    n = 30_000 if args.quick else 100_000
-    drains: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
-    with dedicated_redis() as url:
-        info = machine(url)
+PARTS = ("drain", "wake", "workflows", "memory")
+
+
+def run_parts(url: str, parts: set[str], repeat: int, n: int, quick: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "drain" in parts:
+        drains: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
         for _ in range(repeat):
             drains["off"].append(strip(drain(url, n, 0)))
             drains["on"].append(strip(drain(url, n, 3600)))
             print({k: [round(r["rate"]) for r in v] for k, v in drains.items()}, file=sys.stderr,
                   flush=True)  # fmt: skip
-        wake = wake_ups(url, 200 if args.quick else 1000)
-        idle = waiting_cost(url)
-        flows = workflows(url, 300 if args.quick else 1000, 1000)
-        memory = bytes_per_result(url)
+        out["drains"] = drains
+    if "wake" in parts:
+        out["wake_ms"] = wake_ups(url, 200 if quick else 1000)
+        out["waiting_commands_per_s"] = waiting_cost(url)
+    if "workflows" in parts:
+        out["workflows_s"] = workflows(url, 300 if quick else 1000, 1000)
+    if "memory" in parts:
+        out["bytes_per_result"] = bytes_per_result(url)
+    return out
+
+
+def drain_rows(drains: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
     rate = {k: statistics.median(r["rate"] for r in v) for k, v in drains.items()}
     cpu = {k: statistics.median(r["cpu_us_per_job"] for r in v) for k, v in drains.items()}
     rcpu = {k: statistics.median(r["redis_cpu_us_per_job"] for r in v) for k, v in drains.items()}
-    rows = [
+    return [
         ["drain, noop task, C=100 (jobs/s)", f"{rate['off']:.0f}", f"{rate['on']:.0f}",
          f"{rate['on'] / rate['off']:.2f}", ">= 0.85"],
         ["drain CPU, worker (µs/job)", f"{cpu['off']:.1f}", f"{cpu['on']:.1f}",
          f"{cpu['on'] / cpu['off']:.2f}", ""],
         ["drain CPU, Redis (µs/job)", f"{rcpu['off']:.1f}", f"{rcpu['on']:.1f}",
          f"{rcpu['on'] / rcpu['off']:.2f}", ""],
-        ["get() wake-up after the outcome (ms)", "",
-         f"p50 {wake['p50']:.2f}, p99 {wake['p99']:.2f}", "", "p99 <= 10"],
-        ["one caller waiting, nothing comes (Redis commands/s)", "", f"{idle:.1f}", "", "a few"],
-        [f"{300 if args.quick else 1000} chains of 3 steps vs the jobs flat (s)",
-         f"{flows['flat_3x']:.2f}", f"{flows['chains']:.2f}",
-         f"{flows['chains'] / flows['flat_3x']:.2f}", ""],
-        ["group of 1,000 + callback vs 1,001 flat (s)", f"{flows['flat_group']:.2f}",
-         f"{flows['group']:.2f}", f"{flows['group'] / flows['flat_group']:.2f}", ""],
-        ["bytes per kept result (None / 100-byte str)", "",
-         f"{memory['None']:.0f} / {memory['100-byte str']:.0f}", "", ""],
     ]  # fmt: skip
-    write_json("results", {
-        "workload": "results off vs on; get() wake-up; chains and groups vs flat; memory",
-        "machine": info, "command": command(), "repeat": repeat, "n": n, "drains": drains,
-        "wake_ms": wake, "waiting_commands_per_s": idle, "workflows_s": flows,
-        "bytes_per_result": memory,
-        "versions": versions(["gq", "redis", "hiredis", "gevent", "greenlet", "msgpack"]),
-    })  # fmt: skip
-    print(markdown_table(["workload", "off / flat", "on / workflow", "ratio", "target"], rows))
 
+
+def other_rows(out: dict[str, Any], quick: bool) -> list[list[str]]:
+    rows: list[list[str]] = []
+    if "wake_ms" in out:
+        wake, idle = out["wake_ms"], out["waiting_commands_per_s"]
+        rows += [
+            ["get() wake-up after the outcome (ms)", "",
+             f"p50 {wake['p50']:.2f}, p99 {wake['p99']:.2f}", "", "p99 <= 10"],
+            ["one caller waiting, nothing comes (Redis commands/s)", "", f"{idle:.1f}", "",
+             "a few"],
+        ]  # fmt: skip
+    if "workflows_s" in out:
+        flows = out["workflows_s"]
+        rows += [
+            [f"{300 if quick else 1000} chains of 3 steps vs the jobs flat (s)",
+             f"{flows['flat_3x']:.2f}", f"{flows['chains']:.2f}",
+             f"{flows['chains'] / flows['flat_3x']:.2f}", ""],
+            ["group of 1,000 + callback vs 1,001 flat (s)", f"{flows['flat_group']:.2f}",
+             f"{flows['group']:.2f}", f"{flows['group'] / flows['flat_group']:.2f}", ""],
+        ]  # fmt: skip
+    if "bytes_per_result" in out:
+        memory = out["bytes_per_result"]
+        rows.append(["bytes per kept result (None / 100-byte str)", "",
+                     f"{memory['None']:.0f} / {memory['100-byte str']:.0f}", "", ""])  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=None)
+    ap.add_argument("--parts", default=",".join(PARTS),
+                    help="comma-separated parts to run: " + ", ".join(PARTS))  # fmt: skip
+    args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    unknown = parts - set(PARTS)
+    if unknown:
+        ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
+    repeat = args.repeat or (3 if args.quick else 5)
+    n = 30_000 if args.quick else 100_000
+    with dedicated_redis() as url:
+        info = machine(url)
+        out = run_parts(url, parts, repeat, n, args.quick)
+    rows = drain_rows(out["drains"]) if "drains" in out else []
+    rows += other_rows(out, args.quick)
+    if parts == set(PARTS):  # a partial run does not overwrite the recorded figures
+        write_json("results", {
+            "workload": "results off vs on; get() wake-up; chains and groups vs flat; memory",
+            "machine": info, "command": command(), "repeat": repeat, "n": n, **out,
+            "versions": versions(["gq", "redis", "hiredis", "gevent", "greenlet", "msgpack"]),
+        })  # fmt: skip
+    print(markdown_table(["workload", "off / flat", "on / workflow", "ratio", "target"], rows))
 
 if __name__ == "__main__":
     main()

@@ -149,9 +149,12 @@ class _Entry:
 
     def plan(self, job: Job, fields: envelope.Fields) -> Plan:
         _, args, kwargs, opts, _ = fields
-        if not opts:  # no options, no result kept, no workflow
+        # No options, or only result_ttl (results on): the task's own timeout, retries
+        # and backoff, without reading the options.
+        if not opts or (len(opts) == 1 and "result_ttl" in opts):
             self._bind(args, kwargs)
-            return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, None,
+            finish = finisher(job, fields) if opts else None
+            return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, finish,
                         (job, fields))  # fmt: skip
         timeout, retries, backoff = self._options(opts)
         if opts.get(GATHER) is not None:

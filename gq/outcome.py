@@ -26,8 +26,11 @@ THEN = "then"
 GATHER = "gather"
 
 # One Packer for every record: its pack() is one C call that holds the GIL (no other
-# thread or greenlet runs in between), at half packb's cost per call.
+# thread or greenlet runs in between), at half packb's cost per call. A Packer that
+# knows datetimes looks for one at every object, at twice the cost: records are packed
+# without, and again with it only when the first refuses (a datetime somewhere).
 _packb = msgpack.Packer(use_bin_type=True, datetime=True).pack
+_packb_no_datetime = msgpack.Packer(use_bin_type=True).pack
 _TTL_MS: dict[float, str] = {}
 _encodable = envelope.encodable
 _NO_THEN: list[dict[str, Any]] = []
@@ -151,7 +154,10 @@ class Finisher:
         else:
             body = {"status": status, "error": error[: jobs.MAX_ERROR_CHARS], "task": task,
                     "attempt": self.job.attempt, "args": args, "kwargs": kwargs}  # fmt: skip
-        return _packb(body)  # type: ignore[no-any-return]
+        try:
+            return _packb_no_datetime(body)  # type: ignore[no-any-return]
+        except TypeError:  # (a datetime: the same bytes the datetime Packer writes)
+            return _packb(body)  # type: ignore[no-any-return]
 
 
 def _follow(spec: dict[str, Any], value: Any, packed: bytes) -> list[Op]:

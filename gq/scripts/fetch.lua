@@ -1,4 +1,4 @@
--- include: time, chunk, oom, recovery, types, flow, ack, groups, group_take
+-- include: time, chunk, oom, recovery, types, flow, ack, groups, group_take, outcome
 -- fetch: acknowledge the ids this consumer finished (the acks that ride on the fetch, as
 -- ack.lua does), then take up to n ids from the head of the active list into this
 -- consumer's in-flight set and return them with their messages, in queue order, within
@@ -16,12 +16,17 @@
 -- lines in turn, within each group's limits and within the queue-wide ones; while both
 -- ungrouped and grouped jobs wait, each gets half of a batch. With no grouped job waiting
 -- the cost is one EXISTS per fetch.
+-- KEYS[18] waiting sorted set   KEYS[19] results index list   KEYS[20..] the keys of the
+-- entries of ARGV[5] in turn (as ack_results.lua's KEYS[18..])
 -- ARGV[1] this consumer's in-flight set key   ARGV[2] n (0 to 1000)
 -- ARGV[3] "1" if this consumer runs nothing once the acks below are done (it may take a
--- suspect), else "0"   ARGV[4..] ids to acknowledge first (at most 1000)
+-- suspect), else "0"   ARGV[4] the queue's channel   ARGV[5] "" or the entries blob of
+-- jobs acknowledged with their outcomes, as ack_results.lua's ARGV[2] (the acks with a
+-- result or a workflow's next step ride on the fetch too, written in this same call)
+-- ARGV[6..] ids to acknowledge plainly (at most 1000 acks in all)
 -- Returns {state, wait ms, acks, ack1, ..., id1, message1, id2, message2, ...}: `acks` is
--- the number of ack flags that follow (1 acknowledged, 0 not owned, one per id of ARGV[4..]),
--- then the jobs taken; a missing message is nil.
+-- the number of ack flags that follow (1 acknowledged, 0 not owned, one per id: the
+-- blob's first, then ARGV[6..]'s), then the jobs taken; a missing message is nil.
 -- state: "ok"; "suspect" (the batch is a suspect taken alone); "isolate" (a suspect is
 -- next and ARGV[3] is not "1": nothing taken); "paused"; "full" (the concurrency limit is
 -- reached: wait for the signal, which a release raises); "wait" (the rate limit or a
@@ -113,11 +118,28 @@ local function suspect_next(active_key, recovered_key)
   return count and tonumber(count) >= SUSPECT or false
 end
 
-local flags, acked = acknowledge(KEYS[3], KEYS[4], KEYS[6], KEYS[10], {unpack(ARGV, 4, #ARGV)})
+-- The acks: those with an outcome (the blob's), then the plain ones; one flag list.
+local flags, owned = {}, {}
+if ARGV[5] ~= '' then
+  check_types({KEYS[18], 'zset', KEYS[19], 'list'})
+  flags, owned = ack_outcomes(ARGV[5], 20, {KEYS[3], KEYS[4], KEYS[6], KEYS[10], KEYS[18],
+                                            KEYS[19]}, ARGV[4])
+end
+if #ARGV >= 6 then
+  local plain = acknowledge(KEYS[3], KEYS[4], KEYS[6], KEYS[10], {unpack(ARGV, 6, #ARGV)})
+  local plain_owned = owned_of(plain, 6)
+  if #flags == 0 then
+    flags, owned = plain, plain_owned
+  else
+    for i = 1, #plain do flags[#flags + 1] = plain[i] end
+    for i = 1, #plain_owned do owned[#owned + 1] = plain_owned[i] end
+  end
+end
+local acked = #owned
 -- The limit below must see the room these acks freed.
 if acked > 0 then
   note_held(KEYS[8], KEYS[3])
-  group_release(G, owned_of(flags, 4), KEYS[5])
+  group_release(G, owned, KEYS[5])
 end
 local wanted = tonumber(ARGV[2])
 local n, state, wait, now, rate, period = allowance(wanted)

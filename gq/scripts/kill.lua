@@ -1,4 +1,4 @@
--- include: time, dead, chunk, types, flow, groups, outcome
+-- include: time, dead, chunk, types, flow, ack, groups, outcome
 -- kill: if this consumer owns the job, move it to the dead set (scored now), store its
 -- updated message, then trim the dead set to its bounds. A cancel request for the job is
 -- dropped: it was for this life, which is over (a dead job is beyond cancel).
@@ -24,7 +24,7 @@ if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 redis.call('HDEL', KEYS[4], ARGV[1])
 forget_cancels(KEYS[9], {ARGV[1]})
 if #ARGV >= 6 then
-  local _, _, keeps = apply_outcome(6, 19, ARGV[1], time_str(now), KEYS[17], ARGV[5],
+  local _, _, keeps = apply_outcome(ARGV, 6, 19, ARGV[1], time_str(now), KEYS[17], ARGV[5],
     redis.call('EXISTS', KEYS[17]) == 1)
   if keeps then index_results(KEYS[18], {ARGV[1]}) end
 end

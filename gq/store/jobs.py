@@ -25,7 +25,7 @@ from gq.store.base import (
 )
 from gq.store.groupkeys import group_keys, message_group
 from gq.store.keys import QUEUE_REGISTRY
-from gq.store.outcomes import kill_extras
+from gq.store.outcomes import kill_extras, packed
 from gq.store.signals import signalled as signalled  # (re-exported: callers of old)
 from gq.store.signals import wait_for_any_signal as wait_for_any_signal
 from gq.store.signals import wait_for_signal
@@ -101,24 +101,34 @@ class RedisQueue(ScriptedQueue):
         return wait_for_signal(self, timeout)
 
     def fetch(
-        self, consumer_id: str, count: int, *, idle: bool = True, acks: Sequence[str] = ()
+        self,
+        consumer_id: str,
+        count: int,
+        *,
+        idle: bool = True,
+        acks: Sequence[str] = (),
+        outcomes: Sequence[tuple[str, Outcome]] = (),
     ) -> Fetched:
-        """Acknowledge ``acks`` (ids this consumer finished: ack.lua's work, riding on the
-        fetch to save a round trip), then take up to ``count`` jobs into this consumer's
-        in-flight set: (id, message or None), and ``Fetched.acked``, one flag per ack.
+        """Acknowledge ``outcomes`` (ids with what their ack writes: ack_results.lua's
+        work) and ``acks`` (ids this consumer finished: ack.lua's), riding on the fetch to
+        save a round trip, at most MAX_BATCH in all; then take up to ``count`` jobs into
+        this consumer's in-flight set: (id, message or None), and ``Fetched.acked``, one
+        flag per ack, ``outcomes``' first.
 
         A job recovered from a crashed consumer (a suspect) comes alone, and only when
-        ``idle`` (this consumer runs nothing once ``acks`` are done); ``Fetched.suspect``
+        ``idle`` (this consumer runs nothing once the acks are done); ``Fetched.suspect``
         says a suspect is in the batch, or, in an empty batch, that one waits for this
         consumer to be idle. ``Fetched.state`` says what flow control decided.
         """
         k = self.keys
         inflight = k.inflight(consumer_id)
+        keys = [k.consumers, k.active, inflight, k.data, k.signal, k.recovered, k.flow, k.held,
+                k.rate, k.cancelled, *group_keys(k.name), k.waiting, k.results]  # fmt: skip
+        blob = packed(k, outcomes, keys) if outcomes else b""
         reply = self._run(
-            "fetch",
-            [k.consumers, k.active, inflight, k.data, k.signal, k.recovered, k.flow, k.held,
-             k.rate, k.cancelled, *group_keys(k.name)],
-            [inflight, min(count, MAX_BATCH), "1" if idle else "0", *acks[:MAX_BATCH]],
+            "fetch", keys,
+            [inflight, min(count, MAX_BATCH), "1" if idle else "0", k.channel, blob,
+             *acks[: MAX_BATCH - len(outcomes)]],
         )  # fmt: skip
         first = 3 + int(reply[2])
         pairs = ((as_text(reply[i]), reply[i + 1]) for i in range(first, len(reply), 2))

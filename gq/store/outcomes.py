@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gq.errors import ResultUnavailable
+from gq.job import ID_ERRORS
 from gq.outcome import Outcome, Record, unpack
 from gq.store.base import MAX_BATCH, ScriptedQueue, as_text, chunks
 from gq.store.groupkeys import group_keys
@@ -54,6 +55,40 @@ def entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> list[
     return args
 
 
+def _field(value: Any) -> bytes:
+    """One field of an entries blob (lib/outcome.lua's fields_of): its length (4 bytes,
+    big-endian), then its bytes."""
+    data: bytes = value if type(value) is bytes else str(value).encode("utf-8", ID_ERRORS)
+    return len(data).to_bytes(4, "big") + data  # (ids read back by as_text: exact bytes)
+
+
+def _full_entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> bytes:
+    return b"".join([_field(value) for value in entry(out, queue, job_id, keys)])
+
+
+def packed(queue: QueueKeys, done: Sequence[tuple[str, Outcome]], keys: list[str]) -> bytes:
+    """The entries blob of ack_results.lua and fetch.lua for ``done`` (at most MAX_BATCH;
+    lib/outcome.lua's ack_outcomes says its fields); the keys it names go on ``keys``.
+    One script argument for the batch: redis-py's cost per argument was most of what
+    writing results cost the worker. A plain result (the batch's TTL, no follow-up), the
+    common case, is its record alone."""
+    ttl = next((out.ttl_ms for _, out in done if out.ttl > 0 and not out.ops), "0")
+    kinds = bytearray()
+    entries: list[bytes] = []
+    prefix = f"{queue.name}:result:"  # (QueueKeys.result, inline: per job)
+    for job_id, out in done:
+        if not out.ops and out.ttl > 0 and out.ttl_ms == ttl:
+            kinds += b"r"
+            keys.append(prefix + job_id)
+            entries.append(len(out.record).to_bytes(4, "big") + out.record)
+        else:
+            kinds += b"e"
+            entries.append(_full_entry(out, queue, job_id, keys))
+    ids = [job_id.encode("utf-8", ID_ERRORS) for job_id, _ in done]  # (as _field, inline)
+    head = [_field(len(done)), *[len(i).to_bytes(4, "big") + i for i in ids], _field(ttl)]
+    return b"".join([*head, _field(bytes(kinds)), *entries])
+
+
 def finish(queue: ScriptedQueue, consumer_id: str,
            done: Sequence[tuple[str, Outcome]]) -> list[bool]:  # fmt: skip
     """Acknowledge owned jobs with their outcomes (ack_results.lua): a flag per job."""
@@ -62,10 +97,8 @@ def finish(queue: ScriptedQueue, consumer_id: str,
         k = queue.keys
         keys = [k.inflight(consumer_id), k.data, k.recovered, k.held, k.flow, k.active,
                 k.signal, k.cancelled, k.waiting, k.results, *group_keys(k.name)]  # fmt: skip
-        args: list[Any] = [k.channel, len(batch), *(job_id for job_id, _ in batch)]
-        for job_id, out in batch:
-            args += entry(out, k, job_id, keys)
-        flags += [bool(flag) for flag in queue._run("ack_results", keys, args)]
+        blob = packed(k, batch, keys)
+        flags += [bool(flag) for flag in queue._run("ack_results", keys, [k.channel, blob])]
     return flags
 
 

@@ -4,8 +4,9 @@ A job is acknowledged only after its handler returned (at-least-once). Acknowled
 are batched: whatever finished while the previous ack was on the wire goes in the next
 single script call, which adds no delay when idle and saves a round trip per job under
 load; the poller may carry them on its next fetch instead (fetch.lua acknowledges, then
-takes). A job whose handler returned but whose ack was not yet sent when the process dies
-runs again; running a job twice is better than losing it.
+takes), those with an outcome to write too (fetch.lua writes it as ack_results.lua does,
+in the same call). A job whose handler returned but whose ack was not yet sent when the
+process dies runs again; running a job twice is better than losing it.
 """
 
 from __future__ import annotations
@@ -89,9 +90,6 @@ class Acker:
         self._on_fatal = on_fatal
         self._context = context
         self._pending: list[Job] = []
-        # Pending jobs with an outcome to write (a result, a workflow's next step): sent
-        # by ack_results.lua, never carried on a fetch.
-        self._keeping = 0
         self._sending = False  # a batch of this greenlet's is on the wire
         self._carried = 0  # jobs whose ack rides on a fetch on the wire
         self._resent: set[str] = set()  # ids carried on a fetch whose reply was lost
@@ -107,8 +105,6 @@ class Acker:
     def add(self, job: Job) -> None:
         pending = self._pending
         pending.append(job)
-        if job.outcome is not None:
-            self._keeping += 1
         # Only the first job of a batch needs to wake the acker: the rest ride along.
         if len(pending) == 1:
             self._idle.clear()
@@ -123,7 +119,6 @@ class Acker:
             self._wakeup.clear()
             while self._pending:
                 batch, self._pending = self._pending, []
-                self._keeping = 0
                 self._sending = True
                 sent = self._ack(batch)
                 self._sending = False
@@ -137,21 +132,20 @@ class Acker:
             self._idle.set()
 
     def carry(self, queue: str) -> list[Job]:
-        """Take the pending acks of ``queue`` (at most MAX_BATCH) for a fetch to carry;
-        report the fetch's outcome with ``carried``."""
+        """Take the pending acks of ``queue`` (at most MAX_BATCH) for a fetch to carry,
+        those with an outcome first (the order of fetch.lua's flags); report the fetch's
+        outcome with ``carried``."""
         pending = self._pending
         if not pending:
             return []
-        if self._keeping == len(pending):
-            return []  # every pending ack writes an outcome: none rides on a fetch
-        if self._single is not None and not self._keeping:
+        if self._single is not None:
             taken, self._pending = pending[:MAX_BATCH], pending[MAX_BATCH:]
         else:
-            taken = [j for j in pending if j.queue == queue and j.outcome is None][:MAX_BATCH]
+            taken = [job for job in pending if job.queue == queue][:MAX_BATCH]
             chosen = {id(job) for job in taken}
             self._pending = [job for job in pending if id(job) not in chosen]
         self._carried += len(taken)
-        return taken
+        return outcomes_first(taken)
 
     def carried(self, jobs_: list[Job], acked: list[bool] | None) -> None:
         """The fetch that carried ``jobs_`` answered ``acked`` (a flag per job), or failed
@@ -247,6 +241,14 @@ class Acker:
     def idle(self) -> bool:
         """Whether no acknowledgement is pending."""
         return bool(self._idle.is_set())
+
+
+def outcomes_first(batch: list[Job]) -> list[Job]:
+    """``batch`` with the jobs that write an outcome first, each part in its order."""
+    kept = [job for job in batch if job.outcome is not None]
+    if not kept or len(kept) == len(batch):
+        return batch
+    return kept + [job for job in batch if job.outcome is None]
 
 
 def not_owned(context: str, job: Job, action: str, resent: bool) -> None:

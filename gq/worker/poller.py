@@ -231,9 +231,9 @@ class Poller:
         count = min(self.prefetch.room(), MAX_BATCH)
         source.more_ready = False
         source.fetch_unsure = True  # until its jobs are buffered or discarded
-        carried = acker.carry(source.name)
+        carried = acker.carry(source.name)  # (those with an outcome first)
         try:
-            fetched = self._fetch_registered(source, count, [job.id for job in carried])
+            fetched = self._fetch_registered(source, count, carried)
         except BaseException:
             acker.carried(carried, None)  # the acker sends them again
             raise
@@ -244,14 +244,19 @@ class Poller:
         self._hand_over(fetched, source.name)
         source.fetch_unsure = False
 
-    def _fetch_registered(self, source: Source, count: int, acks: list[str]) -> Fetched:
-        """Fetch; when Redis no longer knows this consumer (it lost its data: a restart
-        without persistence, a failover to an empty replica), register and fetch again at
-        once rather than fail until the next heartbeat (fetch.lua refused before acking)."""
+    def _fetch_registered(self, source: Source, count: int, carried: list[Job]) -> Fetched:
+        """Fetch, carrying the acks of ``carried`` (those with an outcome first, the order
+        of the flags); when Redis no longer knows this consumer (it lost its data: a
+        restart without persistence, a failover to an empty replica), register and fetch
+        again at once rather than fail until the next heartbeat (fetch.lua refused before
+        acking)."""
         # Idle once the acks this fetch carries are done (fetch.lua does them first).
         idle = self._processor.quiet() and self._acker.only_carried()
+        outcomes = [(job.id, job.outcome) for job in carried if job.outcome is not None]
+        acks = [job.id for job in carried[len(outcomes) :]]
+        fetch = source.queue.fetch
         try:
-            return source.queue.fetch(self._consumer_id, count, idle=idle, acks=acks)
+            return fetch(self._consumer_id, count, idle=idle, acks=acks, outcomes=outcomes)
         except redis.ResponseError as exc:
             if not not_registered(exc):
                 raise
@@ -259,7 +264,7 @@ class Poller:
                     self._context, source.name)  # fmt: skip
         for other in self._sources:
             other.queue.register(self._consumer_id)
-        return source.queue.fetch(self._consumer_id, count, idle=idle, acks=acks)
+        return fetch(self._consumer_id, count, idle=idle, acks=acks, outcomes=outcomes)
 
     def _hand_over(self, fetched: Fetched, queue: str) -> None:
         """Good jobs to the processor's buffer; bad data to its outcome path."""

@@ -1,11 +1,13 @@
 -- Library: a job's outcome (SPEC section 16), written in the same call that acknowledges
--- (ack_results.lua) or kills (kill.lua) it. Needs lib/flow.lua and lib/chunk.lua. curlyq
+-- (ack_results.lua, fetch.lua) or kills (kill.lua) it. Needs lib/time.lua, lib/flow.lua,
+-- lib/chunk.lua and lib/ack.lua. curlyq
 -- never reads these keys: Q:result:<id> (a string: the server time it ended as a
 -- MessagePack str, then the record, MessagePack written by gq; one SET with its TTL),
 -- Q:results (list of the ids that kept one, newest first, at most INDEX_MAX), Q:waiting
 -- (sorted set name -> deadline of a caller of get() waiting for it: the outcome is
 -- published on the queue's channel only for those; one EXISTS per call when none waits).
--- An entry, read from ARGV at `at`, its keys from KEYS at `k` on, in order: ttl in ms (0:
+-- An entry, read from a table of fields E (ARGV, or an entries blob's fields) at `at`, its
+-- keys from KEYS at `k` on, in order: ttl in ms (0:
 -- nothing kept; else the result key is the next key), record, number of follow-ups, then
 -- each follow-up with its keys next:
 --   "push"   id message                    keys: data, active, signal, flow
@@ -68,11 +70,19 @@ local function member_failed(k, member, keep_ms, gid, channel)
   tell_waiters(waiting, channel, gid)
 end
 
--- Apply the entry at ARGV[at] (its keys from KEYS[k] on) for job `id`; returns the
--- indexes after it, and whether a result was kept. `stamp`: time_str(now), made once per
--- call; `waited`: whether anybody waits on this queue (its Q:waiting exists).
-local function apply_outcome(at, k, id, stamp, waiting_key, channel, waited)
-  local ttl_ms, record, ops = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])
+-- Tell a caller of get() waiting for `id` (if any) that its outcome is there.
+local function publish_if_waited(waiting_key, channel, id)
+  if redis.call('ZSCORE', waiting_key, id) then
+    redis.call('ZREM', waiting_key, id)
+    redis.call('PUBLISH', channel, id)
+  end
+end
+
+-- Apply the entry at E[at] (its keys from KEYS[k] on) for job `id`; returns the indexes
+-- after it, and whether a result was kept. `stamp`: time_str(now), made once per call;
+-- `waited`: whether anybody waits on this queue (its Q:waiting exists).
+local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited)
+  local ttl_ms, record, ops = E[at], E[at + 1], tonumber(E[at + 2])
   local keeps = ttl_ms ~= '0'
   at = at + 3
   if keeps then
@@ -80,30 +90,27 @@ local function apply_outcome(at, k, id, stamp, waiting_key, channel, waited)
     k = k + 1
   end
   for _ = 1, ops do
-    local kind = ARGV[at]
+    local kind = E[at]
     if kind == 'push' then
-      push_follow_up(k, ARGV[at + 1], ARGV[at + 2])
+      push_follow_up(k, E[at + 1], E[at + 2])
     elseif kind == 'member' then
-      member_done(k, ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3]), ARGV[at + 4], ARGV[at + 5])
+      member_done(k, E[at + 1], E[at + 2], tonumber(E[at + 3]), E[at + 4], E[at + 5])
     else
-      member_failed(k, ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + 3], ARGV[at + 4])
+      member_failed(k, E[at + 1], tonumber(E[at + 2]), E[at + 3], E[at + 4])
     end
     at, k = at + 1 + SIZES[kind][1], k + SIZES[kind][2]
   end
-  if keeps and waited and redis.call('ZSCORE', waiting_key, id) then
-    redis.call('ZREM', waiting_key, id)
-    redis.call('PUBLISH', channel, id)
-  end
+  if keeps and waited then publish_if_waited(waiting_key, channel, id) end
   return at, k, keeps
 end
 
--- The indexes after the entry at ARGV[at], KEYS[k], applied to nothing (a job not owned).
-local function skip_outcome(at, k)
-  if ARGV[at] ~= '0' then k = k + 1 end
-  local ops = tonumber(ARGV[at + 2])
+-- The indexes after the entry at E[at], KEYS[k], applied to nothing (a job not owned).
+local function skip_outcome(E, at, k)
+  if E[at] ~= '0' then k = k + 1 end
+  local ops = tonumber(E[at + 2])
   at = at + 3
   for _ = 1, ops do
-    local size = SIZES[ARGV[at]]
+    local size = SIZES[E[at]]
     at, k = at + 1 + size[1], k + size[2]
   end
   return at, k
@@ -115,4 +122,61 @@ local function index_results(index_key, kept)
     call_chunked('LPUSH', index_key, kept)
     redis.call('LTRIM', index_key, 0, INDEX_MAX - 1)
   end
+end
+
+-- The fields of an entries blob (gq.store.outcomes.packed): each is its length (4 bytes,
+-- big-endian), then its bytes. One argument for a whole batch: a client's cost per
+-- argument was most of what results cost the worker (docs/decisions.md).
+local function fields_of(blob)
+  local fields, at, n, size = {}, 1, 0, #blob
+  local byte, sub = string.byte, string.sub
+  while at <= size do
+    local a, b, c, d = byte(blob, at, at + 3)
+    local stop = at + 3 + ((a * 256 + b) * 256 + c) * 256 + d
+    n = n + 1
+    fields[n] = sub(blob, at + 4, stop)
+    at = stop + 1
+  end
+  return fields
+end
+
+-- Acknowledge the ids of an entries blob as lib/ack.lua does, and write each owned id's
+-- outcome, the entries' keys from KEYS[k] on. The blob's fields: the number of ids n,
+-- the n ids, the TTL in ms of the plain results, a kind per id ("r": a plain result,
+-- kept that TTL, its entry the record alone, its key the result key; "e": a full entry,
+-- as above), then the entries in order. K: the in-flight set, data, recovered,
+-- cancelled, waiting and results index keys. Returns a flag per id (1 acknowledged, 0
+-- not owned: no outcome, its new owner writes it) and the ids acknowledged.
+local function ack_outcomes(blob, k, K, channel)
+  local E = fields_of(blob)
+  local n = tonumber(E[1])
+  local ids = {unpack(E, 2, n + 1)}
+  local flags, owned = acknowledge(K[1], K[2], K[3], K[4], ids)
+  local acked, kept = {}, {}
+  if owned == 0 then return flags, acked end
+  local ttl, kinds, at = E[n + 2], E[n + 3], n + 4
+  local stamp = time_str(server_now())
+  local waited = redis.call('EXISTS', K[5]) == 1
+  local byte = string.byte
+  for i = 1, n do
+    local id, plain = ids[i], byte(kinds, i) == 114  -- "r"
+    if flags[i] == 1 then
+      acked[#acked + 1] = id
+      local keeps = plain
+      if plain then
+        redis.call('SET', KEYS[k], stamp .. E[at], 'PX', ttl)
+        if waited then publish_if_waited(K[5], channel, id) end
+        at, k = at + 1, k + 1
+      else
+        at, k, keeps = apply_outcome(E, at, k, id, stamp, K[5], channel, waited)
+      end
+      if keeps then kept[#kept + 1] = id end
+    elseif plain then
+      at, k = at + 1, k + 1
+    else
+      at, k = skip_outcome(E, at, k)
+    end
+  end
+  index_results(K[6], kept)
+  return flags, acked
 end
