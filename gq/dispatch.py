@@ -25,7 +25,7 @@ from gq.hooks import Attempt
 from gq.job import Job
 from gq.joblog import CURRENT as _CURRENT
 from gq.joblog import fields as log_fields
-from gq.outcome import GATHER, finisher
+from gq.outcome import GATHER, Finisher, finisher
 from gq.worker.call import Plan
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ log = logging.getLogger("gq.dispatch")
 _MAGIC = envelope.MAGIC
 _fields = envelope.fields
 _plain_call = envelope.plain_call
+_kept_call = envelope.kept_call
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class Dispatcher:
         # The entries' plain_plan, by how their plain calls' envelopes start (envelope.plain_call).
         self._plain = {envelope.plain_prefix(name): entry.plain_plan
                        for name, entry in self._entries.items()}  # fmt: skip
+        # And for the calls whose only option is their task's result_ttl (results on).
+        self._kept = {envelope.plain_prefix(name, True): (envelope.kept_suffix(e.ttl), e.kept_plan)
+                      for name, e in self._entries.items() if e.ttl}  # fmt: skip
         self._raw = dict(raw)
 
     def plan(self, job: Job) -> Plan:
@@ -85,6 +89,8 @@ class Dispatcher:
         if data[:4] != _MAGIC:
             return self._raw_plan(job)
         plain = _plain_call(data, self._plain)
+        if plain is None and self._kept:
+            plain = _kept_call(data, self._kept)
         if plain is not None:  # most jobs: a known task, positional arguments only
             return plain[0](job, plain[1])
         try:
@@ -112,8 +118,8 @@ class Dispatcher:
 class _Entry:
     """One task, with its options resolved for the worker (task, then app)."""
 
-    __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "now",
-                 "runs", "hooks", "gather")  # fmt: skip
+    __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "ttl",
+                 "now", "runs", "hooks", "gather")  # fmt: skip
 
     def __init__(
         self,
@@ -130,6 +136,7 @@ class _Entry:
         self.timeout = task.options.timeout
         self.retries = task.options.retries
         self.backoff = task.options.backoff
+        self.ttl = task.options.result_ttl  # (the kept-call path's, gq.envelope.kept_call)
         self.now = now
         # An async def task's run is a coroutine, awaited by the worker on its asyncio loop
         # (gq.worker.asyncio_loop), with current_job() set inside it.
@@ -146,6 +153,14 @@ class _Entry:
             self._bind(args, {})
         return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, None,
                     (job, (self.name, args, {}, {}, {})))  # fmt: skip
+
+    def kept_plan(self, job: Job, args: list[Any]) -> Plan:
+        """``plan`` for a plain call whose only option is the task's own result_ttl."""
+        if not self.least <= len(args) <= self.most:
+            self._bind(args, {})
+        fields: envelope.Fields = (self.name, args, {}, {"result_ttl": self.ttl}, {})
+        return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name,
+                    Finisher(job, fields, self.ttl), (job, fields))  # fmt: skip
 
     def plan(self, job: Job, fields: envelope.Fields) -> Plan:
         _, args, kwargs, opts, _ = fields

@@ -158,11 +158,18 @@ _NAME_AT = _MAGIC_LEN + 6  # the task name's header: after the map's header and 
 _PREFIX_LEN = _NAME_AT + 6 - 0xA0  # plain_prefix's length, less a short name's header
 
 
-def plain_prefix(task: str) -> bytes:
+def plain_prefix(task: str, keeps: bool = False) -> bytes:
     """How the envelope of every plain call of ``task`` starts, up to its args: a call
-    without keyword arguments, options or headers, as ``encode(task, args, {})`` writes it."""
+    without keyword arguments, options or headers, as ``encode(task, args, {})`` writes it;
+    with ``keeps``, one whose only option is ``result_ttl`` (a map of four: ``kept_call``)."""
     name: bytes = _packb(task)
-    return MAGIC + b"\x83\xa4task" + name + b"\xa4args"
+    return MAGIC + (b"\x84" if keeps else b"\x83") + b"\xa4task" + name + b"\xa4args"
+
+
+def kept_suffix(ttl: float) -> bytes:
+    """How the envelope of a call whose only option is ``result_ttl=ttl`` ends."""
+    opts: bytes = _packb({"result_ttl": ttl}, use_bin_type=True)
+    return _NO_KWARGS + b"\xa4opts" + opts
 
 
 def plain_call(data: bytes, known: Mapping[bytes, T]) -> tuple[T, list[Any]] | None:
@@ -183,6 +190,22 @@ def plain_call(data: bytes, known: Mapping[bytes, T]) -> tuple[T, list[Any]] | N
     except Exception:  # noqa: BLE001 - anything unusual: fields() says what is wrong
         return None
     return (found, args) if type(args) is list else None
+
+
+def kept_call(data: bytes, known: Mapping[bytes, tuple[bytes, T]]) -> tuple[T, list[Any]] | None:
+    """``plain_call`` for a call whose only option is its task's ``result_ttl``: ``known``
+    maps ``plain_prefix(task, keeps=True)`` to ``(kept_suffix(ttl), value)``. Exact in the
+    same way: the map of four, the task, one whole array, kwargs ``{}``, opts
+    ``{"result_ttl": ttl}``, nothing else (fields: ``(task, args, {}, opts, {})``)."""
+    try:
+        end = data[_NAME_AT] + _PREFIX_LEN
+        found = known.get(data[:end])
+        if found is None or not data.endswith(found[0]):
+            return None
+        args = _unpackb(data[end:-len(found[0])], raw=False, timestamp=3, ext_hook=_refuse_ext)
+    except Exception:  # noqa: BLE001 - anything unusual: fields() says what is wrong
+        return None
+    return (found[1], args) if type(args) is list else None
 
 
 def _checked(task: Any, args: Any, kwargs: Any, opts: Any, headers: Any) -> Fields:

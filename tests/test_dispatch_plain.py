@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gq
-from gq import envelope
+from gq import envelope, outcome
 from gq.errors import EnvelopeError
 
 NAMES = ["noop", "a", "x" * 31, "x" * 32, "x" * 56, "tâche"]
@@ -135,3 +135,70 @@ def test_the_wire_bytes_of_a_plain_call_are_the_prefix_args_and_no_kwargs() -> N
     # would silently stop being taken (test_plain_calls_... would say so too).
     data = envelope.encode("noop", [7], {})
     assert data == envelope.plain_prefix("noop") + msgpack.packb([7]) + _NO_KWARGS
+
+
+# The kept path (issue 22): a call whose only option is its task's result_ttl.
+TTLS = {"noop": 3600, "a": 0.25, "tâche": 86400.0}
+KEPT = {envelope.plain_prefix(n, True): (envelope.kept_suffix(t), n) for n, t in TTLS.items()}
+
+
+def _kept_agrees(data: bytes) -> bool:
+    """kept_call's answer, when it has one, is fields' answer for that call."""
+    kept = envelope.kept_call(data, KEPT)
+    if kept is None:
+        return True
+    name, args = kept
+    return _fields_or_none(data) == (name, args, {}, {"result_ttl": TTLS[name]}, {})
+
+
+@given(st.sampled_from(sorted(TTLS)), st.lists(_values, max_size=4))
+def test_any_kept_call_reads_as_fields_reads_it(name: str, args: list[Any]) -> None:
+    data = envelope.encode(name, args, {}, {"result_ttl": TTLS[name]})
+    assert envelope.kept_call(data, KEPT) == (name, args)
+    assert _kept_agrees(data)
+
+
+@given(st.lists(_values, max_size=3), st.integers(0, 60), st.binary(max_size=3))
+def test_a_damaged_kept_envelope_is_never_misread(args: list[Any], at: int, junk: bytes) -> None:
+    data = envelope.encode("noop", args, {}, {"result_ttl": 3600})
+    at = min(at, len(data))
+    for damaged in (data[:at] + junk + data[at:], data[:at] + junk + data[at + 1 :]):
+        assert _kept_agrees(damaged)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        envelope.encode("noop", [1], {}, {"result_ttl": 60}),  # another ttl than the task's
+        envelope.encode("noop", [1], {}, {"result_ttl": 3600, "timeout": 1.0}),
+        envelope.encode("noop", [1], {"k": 2}, {"result_ttl": 3600}),
+        envelope.encode("noop", [1], {}, {"result_ttl": 3600}, {"trace": "t"}),
+        envelope.encode("noop", [1], {}),  # a plain call: plain_call's, not this one's
+        envelope.encode("unknown", [1], {}, {"result_ttl": 3600}),
+    ],
+)
+def test_other_calls_step_aside_from_the_kept_path(data: bytes) -> None:
+    assert envelope.kept_call(data, KEPT) is None
+
+
+def test_a_kept_call_plans_with_its_result_kept_and_the_tasks_options() -> None:
+    app = gq.App(queue="q")
+
+    @app.task(name="resize", result_ttl=600, retries=2, timeout=5.0)
+    def resize(key: str) -> str:
+        return key.upper()
+
+    data = envelope.encode("resize", ["k"], {}, {"result_ttl": 600})
+    assert envelope.kept_call(data, {envelope.plain_prefix("resize", True): (
+        envelope.kept_suffix(600), "resize")}) == ("resize", ["k"])  # fmt: skip
+    job = gq.Job("id-1", data, 0)
+    job.queue = "q"
+    plan = app.plan(job)
+    assert (plan.timeout, plan.max_attempts, plan.task) == (5.0, 2, "resize")
+    assert plan.finish is not None and plan.finish.ttl == 600.0
+    value = plan.run()
+    assert value == "K"
+    record = outcome.unpack(plan.finish.done(value).record)
+    assert (record["status"], record["value"], record["args"]) == ("done", "K", ["k"])
+    with pytest.raises(gq.Kill, match="the arguments do not bind"):
+        app.plan(gq.Job("id-2", envelope.encode("resize", [], {}, {"result_ttl": 600})))
