@@ -25,7 +25,8 @@ from gq.hooks import Attempt
 from gq.job import Job
 from gq.joblog import CURRENT as _CURRENT
 from gq.joblog import fields as log_fields
-from gq.outcome import GATHER, Finisher, finisher
+from gq.outcome import GATHER, finisher
+from gq.taskopts import TaskOptions, wire
 from gq.worker.call import Plan
 
 if TYPE_CHECKING:
@@ -36,8 +37,7 @@ log = logging.getLogger("gq.dispatch")
 
 _MAGIC = envelope.MAGIC
 _fields = envelope.fields
-_plain_call = envelope.plain_call
-_kept_call = envelope.kept_call
+_own_call = envelope.own_call
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,10 @@ class Dispatcher:
     ) -> None:
         hooked = hooks if hooks is not None and hooks.on_jobs() else None
         self._entries = {name: _Entry(task, now, hooked, gather) for name, task in tasks.items()}
-        # The entries' plain_plan, by how their plain calls' envelopes start (envelope.plain_call).
-        self._plain = {envelope.plain_prefix(name): entry.plain_plan
-                       for name, entry in self._entries.items()}  # fmt: skip
-        # And for the calls whose only option is their task's result_ttl (results on).
-        self._kept = {envelope.plain_prefix(name, True): (envelope.kept_suffix(e.ttl), e.kept_plan)
-                      for name, e in self._entries.items() if e.ttl}  # fmt: skip
+        # The entries' plans of the calls with positional arguments only and no options,
+        # or the task's own: by how their envelopes start, then end (envelope.own_call).
+        self._own = {prefix: (suffix, plan) for entry in self._entries.values()
+                     for prefix, suffix, plan in entry.own_shapes()}  # fmt: skip
         self._raw = dict(raw)
 
     def plan(self, job: Job) -> Plan:
@@ -88,11 +86,9 @@ class Dispatcher:
         data = job.data
         if data[:4] != _MAGIC:
             return self._raw_plan(job)
-        plain = _plain_call(data, self._plain)
-        if plain is None and self._kept:
-            plain = _kept_call(data, self._kept)
-        if plain is not None:  # most jobs: a known task, positional arguments only
-            return plain[0](job, plain[1])
+        own = _own_call(data, self._own)
+        if own is not None:  # most jobs: a known task, positional arguments, its own options
+            return own[0](job, own[1])
         try:
             fields = _fields(data)
         except EnvelopeError as exc:
@@ -118,7 +114,7 @@ class Dispatcher:
 class _Entry:
     """One task, with its options resolved for the worker (task, then app)."""
 
-    __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "ttl",
+    __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "own",
                  "now", "runs", "hooks", "gather")  # fmt: skip
 
     def __init__(
@@ -136,7 +132,9 @@ class _Entry:
         self.timeout = task.options.timeout
         self.retries = task.options.retries
         self.backoff = task.options.backoff
-        self.ttl = task.options.result_ttl  # (the kept-call path's, gq.envelope.kept_call)
+        # The opts every call of this task carries unless it sets its own (taskopts.wire),
+        # when that is the same for every call (no expires, unique_for or group); else {}.
+        self.own = _own_opts(task.options, now)
         self.now = now
         # An async def task's run is a coroutine, awaited by the worker on its asyncio loop
         # (gq.worker.asyncio_loop), with current_job() set inside it.
@@ -147,6 +145,16 @@ class _Entry:
         if hooks is not None:
             self.runs = self.ahooked if coroutine else self.hooked
 
+    def own_shapes(self) -> list[tuple[bytes, bytes, Callable[[Job, list[Any]], Plan]]]:
+        """(prefix, suffix, plan) of the envelopes read by their bytes: a plain call's, and
+        a call's that carries the task's own options, when it has some."""
+        shapes: list[tuple[bytes, bytes, Callable[[Job, list[Any]], Plan]]] = [
+            (envelope.plain_prefix(self.name), envelope.own_suffix({}), self.plain_plan)]
+        if self.own:
+            shapes.append((envelope.plain_prefix(self.name, True),
+                           envelope.own_suffix(self.own), self.own_plan))  # fmt: skip
+        return shapes
+
     def plain_plan(self, job: Job, args: list[Any]) -> Plan:
         """``plan`` for a plain call (positional arguments only, no opts, no headers)."""
         if not self.least <= len(args) <= self.most:
@@ -154,19 +162,19 @@ class _Entry:
         return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, None,
                     (job, (self.name, args, {}, {}, {})))  # fmt: skip
 
-    def kept_plan(self, job: Job, args: list[Any]) -> Plan:
-        """``plan`` for a plain call whose only option is the task's own result_ttl."""
+    def own_plan(self, job: Job, args: list[Any]) -> Plan:
+        """``plain_plan`` for a call whose opts are the task's own (its result_ttl, say)."""
         if not self.least <= len(args) <= self.most:
             self._bind(args, {})
-        fields: envelope.Fields = (self.name, args, {}, {"result_ttl": self.ttl}, {})
+        fields: envelope.Fields = (self.name, args, {}, dict(self.own), {})  # (hooks see it)
         return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name,
-                    Finisher(job, fields, self.ttl), (job, fields))  # fmt: skip
+                    finisher(job, fields), (job, fields))  # fmt: skip
 
     def plan(self, job: Job, fields: envelope.Fields) -> Plan:
         _, args, kwargs, opts, _ = fields
-        # No options, or only result_ttl (results on): the task's own timeout, retries
-        # and backoff, without reading the options.
-        if not opts or (len(opts) == 1 and "result_ttl" in opts):
+        # No options, or the task's own (a call with keyword arguments or headers): the
+        # task's timeout, retries and backoff, without reading the options.
+        if not opts or opts == self.own:
             self._bind(args, kwargs)
             finish = finisher(job, fields) if opts else None
             return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, finish,
@@ -266,6 +274,12 @@ class _Entry:
             log.error("task %s job %s returned a value without a MessagePack form (%s): "
                       "not kept", self.name, job.id, type(result).__name__,
                       extra=log_fields(job.id, self.name, job.queue))  # fmt: skip
+
+
+def _own_opts(options: TaskOptions, now: Callable[[], float]) -> dict[str, Any]:
+    if options.expires is not None or options.unique_for is not None or options.group:
+        return {}
+    return wire(options, now, None)
 
 
 def _number(task: str, name: str, value: Any) -> Any:

@@ -153,7 +153,6 @@ def fields(data: bytes) -> Fields:
 
 #: How a plain call's envelope ends (``encode`` writes the keys in order): kwargs, empty.
 _NO_KWARGS = b"\xa6kwargs\x80"
-_NO_KWARGS_LEN = len(_NO_KWARGS)
 _NAME_AT = _MAGIC_LEN + 6  # the task name's header: after the map's header and "task"
 _PREFIX_LEN = _NAME_AT + 6 - 0xA0  # plain_prefix's length, less a short name's header
 
@@ -161,44 +160,31 @@ _PREFIX_LEN = _NAME_AT + 6 - 0xA0  # plain_prefix's length, less a short name's 
 def plain_prefix(task: str, keeps: bool = False) -> bytes:
     """How the envelope of every plain call of ``task`` starts, up to its args: a call
     without keyword arguments, options or headers, as ``encode(task, args, {})`` writes it;
-    with ``keeps``, one whose only option is ``result_ttl`` (a map of four: ``kept_call``)."""
+    with ``keeps``, one that carries options (a map of four: ``own_call``)."""
     name: bytes = _packb(task)
     return MAGIC + (b"\x84" if keeps else b"\x83") + b"\xa4task" + name + b"\xa4args"
 
 
-def kept_suffix(ttl: float) -> bytes:
-    """How the envelope of a call whose only option is ``result_ttl=ttl`` ends."""
-    opts: bytes = _packb({"result_ttl": ttl}, use_bin_type=True)
-    return _NO_KWARGS + b"\xa4opts" + opts
+def own_suffix(opts: Mapping[str, Any]) -> bytes:
+    """How the envelope of a call without keyword arguments or headers whose options are
+    ``opts`` ends, as ``encode`` writes it: kwargs ``{}``, then the opts (if any)."""
+    if not opts:
+        return _NO_KWARGS
+    return _NO_KWARGS + b"\xa4opts" + _packb(dict(opts), use_bin_type=True)  # type: ignore[no-any-return]
 
 
-def plain_call(data: bytes, known: Mapping[bytes, T]) -> tuple[T, list[Any]] | None:
-    """``(known[prefix], args)`` for the envelope of a plain call of a task of ``known``
-    (keyed by ``plain_prefix``), read with one MessagePack read of its args alone; None
-    for any other (``fields`` reads it, and says what is wrong).
+def own_call(data: bytes, known: Mapping[bytes, tuple[bytes, T]]) -> tuple[T, list[Any]] | None:
+    """``(value, args)`` for the envelope of a call that carries exactly the options one
+    entry of ``known`` names, read with one MessagePack read of its args alone: ``known``
+    maps ``plain_prefix(task, keeps=bool(opts))`` to ``(own_suffix(opts), value)``. None for
+    any other (``fields`` reads it, and says what is wrong).
 
-    Exact, not a guess: the prefix (the map of three, the task, "args"), then one whole
-    array and nothing else, then kwargs ``{}`` is ``{"task", "args", "kwargs": {}}``
-    read in order, the shape ``fields`` answers ``(task, args, {}, {}, {})`` for. Per
-    job it saves the map, its three keys, the name and the kwargs built and dropped."""
+    Exact, not a guess: the prefix (the map's size, the task, "args"), then one whole
+    array and nothing else, then the suffix's bytes, is that map read in order, the shape
+    ``fields`` answers ``(task, args, {}, opts, {})`` for. Per job it saves the map, its
+    keys, the name, the kwargs and the opts built and dropped."""
     try:
         end = data[_NAME_AT] + _PREFIX_LEN  # right when the name is a fixstr (< 32 bytes)
-        found = known.get(data[:end])
-        if found is None or data[-_NO_KWARGS_LEN:] != _NO_KWARGS:
-            return None
-        args = _unpackb(data[end:-_NO_KWARGS_LEN], raw=False, timestamp=3, ext_hook=_refuse_ext)
-    except Exception:  # noqa: BLE001 - anything unusual: fields() says what is wrong
-        return None
-    return (found, args) if type(args) is list else None
-
-
-def kept_call(data: bytes, known: Mapping[bytes, tuple[bytes, T]]) -> tuple[T, list[Any]] | None:
-    """``plain_call`` for a call whose only option is its task's ``result_ttl``: ``known``
-    maps ``plain_prefix(task, keeps=True)`` to ``(kept_suffix(ttl), value)``. Exact in the
-    same way: the map of four, the task, one whole array, kwargs ``{}``, opts
-    ``{"result_ttl": ttl}``, nothing else (fields: ``(task, args, {}, opts, {})``)."""
-    try:
-        end = data[_NAME_AT] + _PREFIX_LEN
         found = known.get(data[:end])
         if found is None or not data.endswith(found[0]):
             return None

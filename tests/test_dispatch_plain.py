@@ -1,6 +1,6 @@
 """The dispatcher's plain path (issue 20): a plain call's envelope (positional arguments
 only, no opts, no headers) is read with one MessagePack read of its args alone
-(``envelope.plain_call``). It must answer exactly what ``envelope.fields`` reads, or
+(``envelope.own_call``). It must answer exactly what ``envelope.fields`` reads, or
 step aside (None) for ``fields`` to read it and say what is wrong."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from gq import envelope, outcome
 from gq.errors import EnvelopeError
 
 NAMES = ["noop", "a", "x" * 31, "x" * 32, "x" * 56, "tâche"]
-KNOWN = {envelope.plain_prefix(name): name for name in NAMES}
+KNOWN = {envelope.plain_prefix(name): (envelope.own_suffix({}), name) for name in NAMES}
 _NO_KWARGS = b"\xa6kwargs\x80"
 
 
@@ -30,8 +30,8 @@ def _fields_or_none(data: bytes) -> tuple[Any, ...] | None:
 
 
 def _agrees(data: bytes) -> bool:
-    """plain_call's answer, when it has one, is fields' answer for a plain call."""
-    plain = envelope.plain_call(data, KNOWN)
+    """own_call's answer, when it has one, is fields' answer for a plain call."""
+    plain = envelope.own_call(data, KNOWN)
     if plain is None:
         return True
     name, args = plain
@@ -43,7 +43,7 @@ def test_plain_calls_of_known_tasks_take_the_plain_path() -> None:
     for name in ("noop", "a", "x" * 31, "tâche"):
         for args in ([], [1], [1, "two", [3.0], {"k": b"v"}, None, now], ["\xa6kwargs\x80"]):
             data = envelope.encode(name, args, {})
-            assert envelope.plain_call(data, KNOWN) == (name, args), (name, args)
+            assert envelope.own_call(data, KNOWN) == (name, args), (name, args)
             assert _agrees(data)
 
 
@@ -67,13 +67,13 @@ def test_plain_calls_of_known_tasks_take_the_plain_path() -> None:
     ],
 )
 def test_anything_else_steps_aside_for_fields(data: bytes) -> None:
-    assert envelope.plain_call(data, KNOWN) is None
+    assert envelope.own_call(data, KNOWN) is None
 
 
 def test_a_long_name_is_read_either_way() -> None:
     for name in ("x" * 32, "x" * 56):
         data = envelope.encode(name, [1], {})
-        assert envelope.plain_call(data, KNOWN) in (None, (name, [1]))
+        assert envelope.own_call(data, KNOWN) in (None, (name, [1]))
         assert envelope.fields(data) == (name, [1], {}, {}, {})
 
 
@@ -89,7 +89,7 @@ def test_any_plain_call_reads_as_fields_reads_it(name: str, args: list[Any]) -> 
     data = envelope.encode(name, args, {})
     assert _agrees(data)
     if len(name.encode()) < 32:
-        assert envelope.plain_call(data, KNOWN) == (name, args)
+        assert envelope.own_call(data, KNOWN) == (name, args)
 
 
 @given(st.lists(_values, max_size=3), st.integers(0, 40), st.binary(max_size=3))
@@ -139,12 +139,13 @@ def test_the_wire_bytes_of_a_plain_call_are_the_prefix_args_and_no_kwargs() -> N
 
 # The kept path (issue 22): a call whose only option is its task's result_ttl.
 TTLS = {"noop": 3600, "a": 0.25, "tâche": 86400.0}
-KEPT = {envelope.plain_prefix(n, True): (envelope.kept_suffix(t), n) for n, t in TTLS.items()}
+KEPT = {envelope.plain_prefix(n, True): (envelope.own_suffix({"result_ttl": t}), n)
+        for n, t in TTLS.items()}
 
 
 def _kept_agrees(data: bytes) -> bool:
-    """kept_call's answer, when it has one, is fields' answer for that call."""
-    kept = envelope.kept_call(data, KEPT)
+    """own_call's answer, when it has one, is fields' answer for that call."""
+    kept = envelope.own_call(data, KEPT)
     if kept is None:
         return True
     name, args = kept
@@ -154,7 +155,7 @@ def _kept_agrees(data: bytes) -> bool:
 @given(st.sampled_from(sorted(TTLS)), st.lists(_values, max_size=4))
 def test_any_kept_call_reads_as_fields_reads_it(name: str, args: list[Any]) -> None:
     data = envelope.encode(name, args, {}, {"result_ttl": TTLS[name]})
-    assert envelope.kept_call(data, KEPT) == (name, args)
+    assert envelope.own_call(data, KEPT) == (name, args)
     assert _kept_agrees(data)
 
 
@@ -178,7 +179,7 @@ def test_a_damaged_kept_envelope_is_never_misread(args: list[Any], at: int, junk
     ],
 )
 def test_other_calls_step_aside_from_the_kept_path(data: bytes) -> None:
-    assert envelope.kept_call(data, KEPT) is None
+    assert envelope.own_call(data, KEPT) is None
 
 
 def test_a_kept_call_plans_with_its_result_kept_and_the_tasks_options() -> None:
@@ -189,8 +190,8 @@ def test_a_kept_call_plans_with_its_result_kept_and_the_tasks_options() -> None:
         return key.upper()
 
     data = envelope.encode("resize", ["k"], {}, {"result_ttl": 600})
-    assert envelope.kept_call(data, {envelope.plain_prefix("resize", True): (
-        envelope.kept_suffix(600), "resize")}) == ("resize", ["k"])  # fmt: skip
+    assert envelope.own_call(data, {envelope.plain_prefix("resize", True): (
+        envelope.own_suffix({"result_ttl": 600}), "resize")}) == ("resize", ["k"])  # fmt: skip
     job = gq.Job("id-1", data, 0)
     job.queue = "q"
     plan = app.plan(job)
@@ -202,3 +203,41 @@ def test_a_kept_call_plans_with_its_result_kept_and_the_tasks_options() -> None:
     assert (record["status"], record["value"], record["args"]) == ("done", "K", ["k"])
     with pytest.raises(gq.Kill, match="the arguments do not bind"):
         app.plan(gq.Job("id-2", envelope.encode("resize", [], {}, {"result_ttl": 600})))
+
+
+def test_a_call_carrying_its_tasks_own_options_is_read_by_its_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every call of a task with options carries them (taskopts.wire): such a call, and a
+    # plain one, must not need fields(); another call's options still go through it.
+    app = gq.App(queue="q")
+
+    @app.task(name="deliver", retries=3, timeout=5.0, backoff=2.0)
+    def deliver(url: str) -> str:
+        return url
+
+    own = envelope.encode("deliver", ["u"], {}, {"retries": 3, "timeout": 5.0, "backoff": 2.0})
+    other = envelope.encode("deliver", ["u"], {}, {"retries": 1})
+    plan_of = app.plan
+    monkeypatch.setattr("gq.dispatch._fields", lambda data: pytest.fail("read by fields()"))
+    for data in (own, envelope.encode("deliver", ["u"], {})):
+        plan = plan_of(gq.Job("id-1", data))
+        options = (plan.timeout, plan.max_attempts, plan.max_backoff, plan.finish)
+        assert options == (5.0, 3, 2.0, None)
+        assert plan.run() == "u"
+    monkeypatch.undo()
+    assert plan_of(gq.Job("id-2", other)).max_attempts == 1
+
+
+def test_a_plain_call_of_a_results_task_keeps_no_result() -> None:
+    # The plain shape and the task's own shape are two entries: a call whose envelope
+    # asks for no result (using(result_ttl=0), another language's producer) keeps none.
+    app = gq.App(queue="q")
+
+    @app.task(name="resize", result_ttl=600)
+    def resize(key: str) -> str:
+        return key
+
+    assert app.plan(gq.Job("id-1", envelope.encode("resize", ["k"], {}))).finish is None
+    kept = app.plan(gq.Job("id-2", envelope.encode("resize", ["k"], {}, {"result_ttl": 600})))
+    assert kept.finish is not None and kept.finish.ttl == 600.0
