@@ -75,6 +75,7 @@ class Endings:
     def cancelled(self, job: Job) -> None:
         self._ledger.hold(job.queue, (job.id,))  # (a buffered job left held when dropped)
         self._recorders[job.queue].failed("cancelled")
+        self._ledger.not_done.add((job.queue, job.id))  # (its ack is no success)
         self._acker.add(job)  # acknowledged, not retried: ack.lua also drops the request
 
     def _rate_limited(self, job: Job, exc: RateLimited) -> None:

@@ -32,6 +32,9 @@ class Ledger:
         # for cancels.
         self.held: dict[str, set[str]] = {name: set() for name in recorders}
         self.sampler = _sampler(recorders)  # which jobs the histograms time
+        # Jobs acknowledged without succeeding (cancelled before they started): counted by
+        # their own outcome already, so their ack must not count them as done too.
+        self.not_done: set[tuple[str, str]] = set()
 
     def hold(self, queue: str, ids: Iterable[str]) -> None:
         self.held[queue].update(ids)
@@ -47,9 +50,15 @@ class Ledger:
         held = self.held[queue]
         for job in done:
             held.discard(job.id)
-        self.recorders[queue].done(len(done))
+        counted = len(done) - self._not_done_among(done) if self.not_done else len(done)
+        self.recorders[queue].done(counted)
         if self.sampler.every:
             self.sampler.count(len(done))  # the rate that sets how many are timed
+
+    def _not_done_among(self, done: list[Job]) -> int:
+        before = len(self.not_done)
+        self.not_done.difference_update((job.queue, job.id) for job in done)
+        return before - len(self.not_done)
 
     def stray(self, queue: str, owned: set[str]) -> set[str]:
         """Of ``owned`` (``queue``'s in-flight set), the ids this process does not hold."""
