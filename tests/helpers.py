@@ -295,6 +295,15 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def kept_pttl(client: redis.Redis, queue: str, job_id: str) -> int | None:
+    """The PTTL of the result slot that holds ``job_id``'s record (QueueKeys.result_slot),
+    or None when no live slot holds it."""
+    for slot in client.zrange(f"{queue}:result-slots", 0, -1):
+        if client.hexists(slot, job_id):
+            return int(client.pttl(slot))
+    return None
+
+
 def delete_keys(client: redis.Redis, pattern: str) -> int:
     """Delete the keys matching ``pattern`` with SCAN + DEL (never FLUSHDB a shared server)."""
     deleted = 0

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import gq
-from tests.helpers import Backend, wait_until
+from tests.helpers import Backend, kept_pttl, wait_until
 from tests.task_support import make_app, run_app
 
 __all__ = ["run_app"]  # the fixture
@@ -28,8 +28,8 @@ def test_get_returns_the_value_and_status_follows_the_job(backend: Backend, run_
     assert r.status() == "done"
     rebuilt = app.result(r.id)
     assert rebuilt.get(timeout=1) == 42
-    ttl = backend.direct().pttl(f"{backend.queue}:result:{r.id}")
-    assert 0 < ttl <= 60_000
+    ttl = kept_pttl(backend.direct(), backend.queue, r.id)
+    assert ttl is not None and 0 < ttl <= 60_000
 
 
 def test_failed_job_raises_task_failed_with_its_error(backend: Backend, run_app: Any) -> None:
@@ -200,4 +200,4 @@ def test_result_ttl_0_on_a_task_overrides_the_apps_default(backend: Backend, run
     k = kept.enqueue()
     run_app(app)
     assert k.get(timeout=10) == 2
-    assert backend.direct().get(f"{backend.queue}:result:{r.id}") is None
+    assert kept_pttl(backend.direct(), backend.queue, r.id) is None

@@ -11,10 +11,10 @@ import gq
 from gq import envelope
 from gq import job as jobs
 from gq.outcome import Outcome, Record, finisher
-from gq.store.outcomes import PLAIN, finish
+from gq.store.outcomes import PLAIN, finish, read_state
 from gq.store.tasks import TaskQueue
 from gq.worker.acker import Acker
-from tests.helpers import Backend
+from tests.helpers import Backend, kept_pttl
 
 KEEP = {"result_ttl": 60}
 THEN = "then"
@@ -39,8 +39,7 @@ def _done(queue: TaskQueue, job_id: str, value: object) -> Outcome:
 
 
 def _record(queue: TaskQueue, job_id: str) -> Record | None:
-    stored = queue.client.get(queue.keys.result(job_id))
-    return None if stored is None else Record.read(stored)
+    return read_state(queue, job_id).record
 
 
 def test_a_fetch_writes_the_outcomes_it_carries_then_takes(backend: Backend) -> None:
@@ -54,7 +53,7 @@ def test_a_fetch_writes_the_outcomes_it_carries_then_takes(backend: Backend) -> 
     assert first is not None and first.status == "done" and first.value == {"a": 1}
     assert (first.task, first.args, first.kwargs) == ("noop", [7], {"k": "v"})
     assert first.at is not None and first.at > 0  # the server's time, stamped by fetch.lua
-    assert 0 < queue.client.pttl(queue.keys.result("j0")) <= 60_000
+    assert 0 < (kept_pttl(queue.client, queue.keys.name, "j0") or 0) <= 60_000
     assert [i.decode() for i in queue.client.lrange(queue.keys.results, 0, -1)] == ["j1", "j0"]
     assert queue.client.hget(queue.keys.data, "j0") is None  # acknowledged: message gone
     assert queue.inflight_ids("c") == {"next"}

@@ -16,8 +16,9 @@
 -- lines in turn, within each group's limits and within the queue-wide ones; while both
 -- ungrouped and grouped jobs wait, each gets half of a batch. With no grouped job waiting
 -- the cost is one EXISTS per fetch.
--- KEYS[18] waiting sorted set   KEYS[19] results index list   KEYS[20..] the keys of the
--- entries of ARGV[5] in turn (as ack_results.lua's KEYS[18..])
+-- KEYS[18] waiting sorted set   KEYS[19] results index list   KEYS[20] result slots
+-- registry   KEYS[21..] the slots and the entries' keys of ARGV[5] (as ack_results.lua's
+-- KEYS[19..])
 -- ARGV[1] this consumer's in-flight set key   ARGV[2] n (0 to 1000)
 -- ARGV[3] "1" if this consumer runs nothing once the acks below are done (it may take a
 -- suspect), else "0"   ARGV[4] the queue's channel   ARGV[5] "" or the entries blob of
@@ -122,8 +123,8 @@ end
 local flags, owned = {}, {}
 if ARGV[5] ~= '' then
   check_types({KEYS[18], 'zset', KEYS[19], 'list'})
-  flags, owned = ack_outcomes(ARGV[5], 20, {KEYS[3], KEYS[4], KEYS[6], KEYS[10], KEYS[18],
-                                            KEYS[19]}, ARGV[4])
+  flags, owned = ack_outcomes(ARGV[5], 21, {KEYS[3], KEYS[4], KEYS[6], KEYS[10], KEYS[18],
+                                            KEYS[19], KEYS[20]}, ARGV[4])
 end
 if #ARGV >= 6 then
   local plain = acknowledge(KEYS[3], KEYS[4], KEYS[6], KEYS[10], {unpack(ARGV, 6, #ARGV)})

@@ -10,13 +10,17 @@
 -- ARGV[1] id   ARGV[2] updated message, or "" to keep the stored one (undecodable messages)
 -- ARGV[3] dead_max_jobs   ARGV[4] dead_max_age in seconds
 -- With an outcome to keep (SPEC section 16): KEYS[17] waiting sorted set   KEYS[18] results
--- index   KEYS[19..] result key and follow-ups' keys; ARGV[5] the queue's channel
+-- index   KEYS[19] result slots registry   KEYS[20..] the slot of the entry's TTL (when it
+-- keeps one), then the follow-ups' keys; ARGV[5] the queue's channel
 -- ARGV[6..] the entry (lib/outcome.lua): the error kept past the dead set's trim, and a
 -- group member's failure marked on its group, in this same call.
 -- Returns 1 if killed, 0 if this consumer does not own the job (nothing changed).
 local G = group_keys(10)
 check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'hash',
              G.of, 'hash', G.state, 'hash'})
+local keeps_ttl = #ARGV >= 6 and ARGV[6] ~= '0' and ARGV[6]
+if #ARGV >= 6 then check_types({KEYS[17], 'zset', KEYS[18], 'list', KEYS[19], 'zset'}) end
+if keeps_ttl then check_types({KEYS[20], 'hash'}) end
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 local now = server_now()
 redis.call('ZADD', KEYS[2], now, ARGV[1])
@@ -24,9 +28,14 @@ if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 redis.call('HDEL', KEYS[4], ARGV[1])
 forget_cancels(KEYS[9], {ARGV[1]})
 if #ARGV >= 6 then
-  local _, _, keeps = apply_outcome(ARGV, 6, 19, ARGV[1], time_str(now), KEYS[17], ARGV[5],
-    redis.call('EXISTS', KEYS[17]) == 1)
-  if keeps then index_results(KEYS[18], {ARGV[1]}) end
+  local kept, slots = {}, {}
+  if keeps_ttl then kept[keeps_ttl], slots[keeps_ttl] = {}, KEYS[20] end
+  local _, _, keeps = apply_outcome(ARGV, 6, keeps_ttl and 21 or 20, ARGV[1], time_str(now),
+    KEYS[17], ARGV[5], redis.call('EXISTS', KEYS[17]) == 1, kept)
+  if keeps then
+    keep_results({keeps_ttl}, kept, slots, KEYS[19], now)
+    index_results(KEYS[18], {ARGV[1]})
+  end
 end
 trim_dead(KEYS[2], KEYS[3], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
 note_held(KEYS[5], KEYS[1])

@@ -106,9 +106,22 @@ class QueueKeys:
 
     # -- results and workflows (SPEC section 16, gq/scripts/lib/outcome.lua) ------------
 
+    def result_slot(self, ttl_ms: str, now: float) -> str:
+        """gq's own key: a hash of the results kept ``ttl_ms`` that ended in the slot of
+        time ``now`` falls in (id -> its end time, then its record: lib/outcome.lua). A
+        slot spans a sixteenth of the TTL (a second at least): the memory a slot holds
+        past its records' TTL is at most that share (docs/decisions.md)."""
+        width = max(1000, int(ttl_ms) // 16)
+        return f"{self.name}:result-slot:{ttl_ms}:{int(now * 1000) // width}"
+
+    @property
+    def result_slots(self) -> str:
+        """gq's own key: the live result slots (sorted set: key -> when it expires, ms)."""
+        return f"{self.name}:result-slots"
+
     def result(self, job_id: str) -> str:
-        """gq's own key: the outcome of a finished job that keeps one (its end time, then
-        its record: gq/scripts/lib/outcome.lua)."""
+        """The key an earlier gq kept a job's outcome under, one key per result: read
+        still, so an upgrade finds the results kept before it until they expire."""
         return f"{self.name}:result:{job_id}"
 
     @property

@@ -1,7 +1,12 @@
 """The Redis side of results and workflows (SPEC section 16): acknowledging jobs with
 their outcomes (ack_results.lua), the outcome part of a kill (kill.lua), and the reads
-of ``Result.status()`` and ``get()``. The keys are gq's own (``QueueKeys.result``,
-``results``, ``waiting``, ``group``); curlyq never reads them.
+of ``Result.status()`` and ``get()``. The keys are gq's own (``QueueKeys.result_slot``,
+``result_slots``, ``results``, ``waiting``, ``group``); curlyq never reads them.
+
+Results of one TTL that end in one slot of time share a hash (lib/outcome.lua): one
+HSET per batch instead of a key per result. A reader looks in the live slots the
+registry lists, and takes a record as gone once its TTL has passed since it ended, so
+expiry is exact to the reader while the memory goes a slot's width later at most.
 """
 
 from __future__ import annotations
@@ -29,15 +34,12 @@ def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
-def entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> list[Any]:
-    """The ARGV entry of lib/outcome.lua for one job, appending the keys it names."""
+def entry(out: Outcome, keys: list[str]) -> list[Any]:
+    """The ARGV entry of lib/outcome.lua for one job, appending the keys its follow-ups
+    name (its slot, if it keeps a result, is the caller's to name)."""
     ops = out.ops
-    if out.ttl > 0:
-        keys.append(f"{queue.name}:result:{job_id}")  # (QueueKeys.result, inline: per job)
-        if not ops:
-            return [out.ttl_ms, out.record, 0]
-    elif not ops:
-        return ["0", b"", 0]
+    if not ops:
+        return [out.ttl_ms, out.record, 0] if out.ttl > 0 else ["0", b"", 0]
     args: list[Any] = [out.ttl_ms, out.record if out.ttl > 0 else b"", len(out.ops)]
     for op in out.ops:
         k = QueueKeys(op.queue)
@@ -62,31 +64,34 @@ def _field(value: Any) -> bytes:
     return len(data).to_bytes(4, "big") + data  # (ids read back by as_text: exact bytes)
 
 
-def _full_entry(out: Outcome, queue: QueueKeys, job_id: str, keys: list[str]) -> bytes:
-    return b"".join([_field(value) for value in entry(out, queue, job_id, keys)])
-
-
 def packed(queue: QueueKeys, done: Sequence[tuple[str, Outcome]], keys: list[str]) -> bytes:
     """The entries blob of ack_results.lua and fetch.lua for ``done`` (at most MAX_BATCH;
-    lib/outcome.lua's ack_outcomes says its fields); the keys it names go on ``keys``.
-    One script argument for the batch: redis-py's cost per argument was most of what
-    writing results cost the worker. A plain result (the batch's TTL, no follow-up), the
-    common case, is its record alone."""
+    lib/outcome.lua's ack_outcomes says its fields); the keys it names go on ``keys``:
+    the slot of each TTL the batch keeps, then the follow-ups'. One script argument for
+    the batch: redis-py's cost per argument was most of what writing results cost the
+    worker. A plain result (the batch's TTL, no follow-up), the common case, is its
+    record alone."""
     ttl = next((out.ttl_ms for _, out in done if out.ttl > 0 and not out.ops), "0")
+    ttls = {ttl: None} if ttl != "0" else {}  # (ordered: the plain results' TTL first)
     kinds = bytearray()
     entries: list[bytes] = []
-    prefix = f"{queue.name}:result:"  # (QueueKeys.result, inline: per job)
-    for job_id, out in done:
+    follow_ups: list[str] = []
+    for _, out in done:
         if not out.ops and out.ttl > 0 and out.ttl_ms == ttl:
             kinds += b"r"
-            keys.append(prefix + job_id)
             entries.append(len(out.record).to_bytes(4, "big") + out.record)
         else:
             kinds += b"e"
-            entries.append(_full_entry(out, queue, job_id, keys))
+            if out.ttl > 0:
+                ttls[out.ttl_ms] = None
+            entries.append(b"".join([_field(value) for value in entry(out, follow_ups)]))
+    now = time.time()
+    keys += [queue.result_slot(t, now) for t in ttls]
+    keys += follow_ups
     ids = [job_id.encode("utf-8", ID_ERRORS) for job_id, _ in done]  # (as _field, inline)
-    head = [_field(len(done)), *[len(i).to_bytes(4, "big") + i for i in ids], _field(ttl)]
-    return b"".join([*head, _field(bytes(kinds)), *entries])
+    head = [_field(len(done)), *[len(i).to_bytes(4, "big") + i for i in ids],
+            _field(bytes(kinds)), _field(len(ttls)), *[_field(t) for t in ttls]]  # fmt: skip
+    return b"".join([*head, *entries])
 
 
 def finish(queue: ScriptedQueue, consumer_id: str,
@@ -96,7 +101,8 @@ def finish(queue: ScriptedQueue, consumer_id: str,
     for batch in chunks(done, MAX_BATCH):
         k = queue.keys
         keys = [k.inflight(consumer_id), k.data, k.recovered, k.held, k.flow, k.active,
-                k.signal, k.cancelled, k.waiting, k.results, *group_keys(k.name)]  # fmt: skip
+                k.signal, k.cancelled, k.waiting, k.results, *group_keys(k.name),
+                k.result_slots]  # fmt: skip
         blob = packed(k, batch, keys)
         flags += [bool(flag) for flag in queue._run("ack_results", keys, [k.channel, blob])]
     return flags
@@ -104,8 +110,10 @@ def finish(queue: ScriptedQueue, consumer_id: str,
 
 def kill_extras(queue: QueueKeys, job_id: str, out: Outcome, keys: list[str]) -> list[Any]:
     """What kill.lua takes after its own keys and arguments to write ``out`` too."""
-    keys += [queue.waiting, queue.results]
-    return [queue.channel, *entry(out, queue, job_id, keys)]
+    keys += [queue.waiting, queue.results, queue.result_slots]
+    if out.ttl > 0:
+        keys.append(queue.result_slot(out.ttl_ms, time.time()))
+    return [queue.channel, *entry(out, keys)]
 
 
 @dataclass(frozen=True)
@@ -122,16 +130,51 @@ class State:
         return self.record is not None or self.message is not None
 
 
+def _look_for(pipe: Any, queue: QueueKeys, ids: Sequence[str]) -> None:
+    """Queue the first reads of the records of ``ids`` on ``pipe`` (three replies for
+    ``_records``): the server's time, the slots, the keys of an earlier gq."""
+    pipe.time()
+    pipe.zrange(queue.result_slots, 0, -1, withscores=True)
+    pipe.mget([queue.result(job_id) for job_id in ids])
+
+
+def _records(queue: ScriptedQueue, ids: Sequence[str], replies: Sequence[Any]) -> list[Record | None]:
+    """The kept record of each of ``ids`` (None: none, or its TTL is over), from the
+    replies of ``_look_for`` and one more round trip to the live slots. An id kept twice
+    (run again from dead, say) gives its latest."""
+    (seconds, micros), slots, earlier = replies
+    now = seconds + micros / 1e6
+    found = [None if stored is None else Record.read(stored) for stored in earlier]
+    live = [(key, int(as_text(key).rsplit(":", 2)[1]) / 1000)
+            for key, expires in slots if expires > now * 1000]  # fmt: skip
+    if not live or not ids:
+        return found
+    pipe: Any = queue.client.pipeline(transaction=False)
+    for key, _ in live:
+        pipe.hmget(key, list(ids))
+    for (_, ttl), values in zip(live, pipe.execute()):
+        for i, stored in enumerate(values):
+            if stored is None:
+                continue
+            record, best = Record.read(stored), found[i]
+            at = record.at or 0.0
+            if at + ttl > now and (best is None or at > (best.at or 0.0)):
+                found[i] = record
+    return found
+
+
 def read_state(queue: ScriptedQueue, job_id: str) -> State:
-    """One round trip: the id's record, message, and dead and scheduled membership."""
+    """Two round trips: the id's record, message, and dead and scheduled membership,
+    then its record in the live slots."""
     k = queue.keys
     pipe: Any = queue.client.pipeline(transaction=False)
-    pipe.get(k.result(job_id))
+    _look_for(pipe, k, [job_id])
     pipe.hget(k.data, job_id)
     pipe.zscore(k.dead, job_id)
     pipe.zscore(k.scheduled, job_id)
-    stored, message, dead, scheduled = pipe.execute()
-    record = None if stored is None else Record.read(stored)
+    replies = pipe.execute()
+    message, dead, scheduled = replies[3:]
+    record = _records(queue, [job_id], replies[:3])[0]
     return State(record, message, dead is not None, scheduled is not None)
 
 
@@ -220,8 +263,9 @@ def recent(queue: ScriptedQueue, count: int) -> list[tuple[str, Record]]:
     client: Any = queue.client
     listed = [as_text(i) for i in client.lrange(queue.keys.results, 0, max(0, count * 2 - 1))]
     ids = list(dict.fromkeys(listed))  # (a job kept twice: retried from dead, say)
+    if not ids:
+        return []
     pipe: Any = client.pipeline(transaction=False)
-    for job_id in ids:
-        pipe.get(queue.keys.result(job_id))
-    found = zip(ids, pipe.execute()) if ids else iter(())
-    return [(i, Record.read(stored)) for i, stored in found if stored is not None][:count]
+    _look_for(pipe, queue.keys, ids)
+    found = zip(ids, _records(queue, ids, pipe.execute()))
+    return [(i, record) for i, record in found if record is not None][:count]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.helpers import wait_until
+from tests.helpers import kept_pttl, wait_until
 
 DAY_MS = 86400 * 1000
 
@@ -59,7 +59,7 @@ def test_get_result_gives_a_real_workers_outcomes(client: redis.Redis, manage: A
         "x", 2)  # fmt: skip
     assert backend.get_result(later.id).return_value == 4  # an async task's
     # Kept for RESULT_TTL's default, a day.
-    assert DAY_MS - 60_000 < client.pttl(f"default:result:{add.id}") <= DAY_MS
+    assert DAY_MS - 60_000 < (kept_pttl(client, "default", add.id) or 0) <= DAY_MS
 
 
 def test_a_failed_task_gives_failed_with_its_error(client: redis.Redis, manage: Any) -> None:

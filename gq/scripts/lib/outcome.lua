@@ -1,15 +1,18 @@
 -- Library: a job's outcome (SPEC section 16), written in the same call that acknowledges
 -- (ack_results.lua, fetch.lua) or kills (kill.lua) it. Needs lib/time.lua, lib/flow.lua,
 -- lib/chunk.lua and lib/ack.lua. curlyq
--- never reads these keys: Q:result:<id> (a string: the server time it ended as a
--- MessagePack str, then the record, MessagePack written by gq; one SET with its TTL),
--- Q:results (list of the ids that kept one, newest first, at most INDEX_MAX), Q:waiting
+-- never reads these keys: Q:result-slot:<ttl ms>:<slot> (a hash, id -> the server time
+-- the job ended as a MessagePack str, then the record, MessagePack written by gq: the
+-- results of one TTL that ended in one slot of time, gq.store.keys.QueueKeys.result_slot;
+-- it expires a TTL after its last write, and a reader takes a record as gone a TTL after
+-- it ended), Q:result-slots (sorted set: slot key -> when it expires, ms; what a reader
+-- looks in), Q:results (list of the ids that kept one, newest first, at most INDEX_MAX), Q:waiting
 -- (sorted set name -> deadline of a caller of get() waiting for it: the outcome is
 -- published on the queue's channel only for those; one EXISTS per call when none waits).
 -- An entry, read from a table of fields E (ARGV, or an entries blob's fields) at `at`, its
--- keys from KEYS at `k` on, in order: ttl in ms (0:
--- nothing kept; else the result key is the next key), record, number of follow-ups, then
--- each follow-up with its keys next:
+-- keys from KEYS at `k` on, in order: ttl in ms (0: nothing kept; else its slot is the
+-- caller's for that TTL), record, number of follow-ups, then each follow-up with its keys
+-- next:
 --   "push"   id message                    keys: data, active, signal, flow
 --   "member" field value keep_ms gid chan  keys: group, data, active, signal, flow, waiting
 --                                          (of the group's queue)
@@ -80,14 +83,16 @@ end
 
 -- Apply the entry at E[at] (its keys from KEYS[k] on) for job `id`; returns the indexes
 -- after it, and whether a result was kept. `stamp`: time_str(now), made once per call;
--- `waited`: whether anybody waits on this queue (its Q:waiting exists).
-local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited)
+-- `waited`: whether anybody waits on this queue (its Q:waiting exists); `kept`: TTL ->
+-- the (id, stored) pairs to keep, which keep_results writes once the entries are read.
+local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited, kept)
   local ttl_ms, record, ops = E[at], E[at + 1], tonumber(E[at + 2])
   local keeps = ttl_ms ~= '0'
   at = at + 3
   if keeps then
-    redis.call('SET', KEYS[k], stamp .. record, 'PX', ttl_ms)
-    k = k + 1
+    local list = kept[ttl_ms]
+    list[#list + 1] = id
+    list[#list + 1] = stamp .. record
   end
   for _ = 1, ops do
     local kind = E[at]
@@ -106,7 +111,6 @@ end
 
 -- The indexes after the entry at E[at], KEYS[k], applied to nothing (a job not owned).
 local function skip_outcome(E, at, k)
-  if E[at] ~= '0' then k = k + 1 end
   local ops = tonumber(E[at + 2])
   at = at + 3
   for _ = 1, ops do
@@ -122,6 +126,27 @@ local function index_results(index_key, kept)
     call_chunked('LPUSH', index_key, kept)
     redis.call('LTRIM', index_key, 0, INDEX_MAX - 1)
   end
+end
+
+-- Keep the pairs gathered in `kept` (TTL in ms -> {id, stored, id, stored, ...}), for each
+-- TTL of `ttls` in its slot hash (`slots`: TTL -> key), listed in `registry` until the
+-- slot expires. One HSET per slot for a whole batch: a key per result (a SET with its
+-- TTL) cost Redis as much again as the rest of a noop job's work (docs/decisions.md).
+-- The slot lives a TTL past its last write, so each record at least its TTL.
+local function keep_results(ttls, kept, slots, registry, now)
+  local now_ms = math.floor(now * 1000)
+  local wrote = false
+  for _, ttl in ipairs(ttls) do
+    local list, slot = kept[ttl], slots[ttl]
+    if #list > 0 then
+      call_chunked('HSET', slot, list)
+      redis.call('PEXPIRE', slot, ttl)
+      redis.call('ZADD', registry, now_ms + tonumber(ttl), slot)
+      if redis.call('PTTL', registry) < tonumber(ttl) then redis.call('PEXPIRE', registry, ttl) end
+      wrote = true
+    end
+  end
+  if wrote then redis.call('ZREMRANGEBYSCORE', registry, '-inf', now_ms) end
 end
 
 -- The fields of an entries blob (gq.store.outcomes.packed): each is its length (4 bytes,
@@ -141,42 +166,59 @@ local function fields_of(blob)
 end
 
 -- Acknowledge the ids of an entries blob as lib/ack.lua does, and write each owned id's
--- outcome, the entries' keys from KEYS[k] on. The blob's fields: the number of ids n,
--- the n ids, the TTL in ms of the plain results, a kind per id ("r": a plain result,
--- kept that TTL, its entry the record alone, its key the result key; "e": a full entry,
--- as above), then the entries in order. K: the in-flight set, data, recovered,
--- cancelled, waiting and results index keys. Returns a flag per id (1 acknowledged, 0
--- not owned: no outcome, its new owner writes it) and the ids acknowledged.
+-- outcome. The blob's fields: the number of ids n, the n ids, a kind per id ("r": a plain
+-- result, kept the first TTL below, its entry the record alone; "e": a full entry, as
+-- above), the number m of the batch's TTLs, the m TTLs in ms (the plain results' first),
+-- then the entries in order. KEYS[k..k+m-1]: the slot of each TTL, in that order (checked
+-- before anything is written); the entries' keys follow. K: the in-flight set, data,
+-- recovered, cancelled, waiting, results index and slots registry keys. Returns a flag
+-- per id (1 acknowledged, 0 not owned: no outcome, its new owner writes it) and the ids
+-- acknowledged.
 local function ack_outcomes(blob, k, K, channel)
   local E = fields_of(blob)
   local n = tonumber(E[1])
+  local m = tonumber(E[n + 3])
+  local ttls, slots, kept = {unpack(E, n + 4, n + 3 + m)}, {}, {}
+  if m > 0 then
+    local types = {K[7], 'zset'}
+    for i = 1, m do
+      slots[ttls[i]], kept[ttls[i]] = KEYS[k + i - 1], {}
+      types[#types + 1], types[#types + 2] = KEYS[k + i - 1], 'hash'
+    end
+    check_types(types)
+  end
   local ids = {unpack(E, 2, n + 1)}
   local flags, owned = acknowledge(K[1], K[2], K[3], K[4], ids)
-  local acked, kept = {}, {}
+  local acked, indexed = {}, {}
   if owned == 0 then return flags, acked end
-  local ttl, kinds, at = E[n + 2], E[n + 3], n + 4
-  local stamp = time_str(server_now())
+  local kinds, at = E[n + 2], n + 4 + m
+  k = k + m
+  local now = server_now()
+  local stamp = time_str(now)
   local waited = redis.call('EXISTS', K[5]) == 1
   local byte = string.byte
+  local plain_kept = kept[ttls[1]]
   for i = 1, n do
     local id, plain = ids[i], byte(kinds, i) == 114  -- "r"
     if flags[i] == 1 then
       acked[#acked + 1] = id
       local keeps = plain
       if plain then
-        redis.call('SET', KEYS[k], stamp .. E[at], 'PX', ttl)
+        plain_kept[#plain_kept + 1] = id
+        plain_kept[#plain_kept + 1] = stamp .. E[at]
         if waited then publish_if_waited(K[5], channel, id) end
-        at, k = at + 1, k + 1
+        at = at + 1
       else
-        at, k, keeps = apply_outcome(E, at, k, id, stamp, K[5], channel, waited)
+        at, k, keeps = apply_outcome(E, at, k, id, stamp, K[5], channel, waited, kept)
       end
-      if keeps then kept[#kept + 1] = id end
+      if keeps then indexed[#indexed + 1] = id end
     elseif plain then
-      at, k = at + 1, k + 1
+      at = at + 1
     else
       at, k = skip_outcome(E, at, k)
     end
   end
-  index_results(K[6], kept)
+  keep_results(ttls, kept, slots, K[7], now)
+  index_results(K[6], indexed)
   return flags, acked
 end
