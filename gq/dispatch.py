@@ -25,7 +25,7 @@ from gq.hooks import Attempt
 from gq.job import Job
 from gq.joblog import CURRENT as _CURRENT
 from gq.joblog import fields as log_fields
-from gq.outcome import GATHER, finisher
+from gq.outcome import GATHER, OwnFinisher, OwnRecords, finisher
 from gq.taskopts import TaskOptions, wire
 from gq.worker.call import Plan
 
@@ -38,6 +38,8 @@ log = logging.getLogger("gq.dispatch")
 _MAGIC = envelope.MAGIC
 _fields = envelope.fields
 _own_call = envelope.own_call
+#: The plan of a call read by its bytes: (job, args, the args' bytes) -> Plan.
+_OwnPlan = Callable[[Job, list[Any], bytes], Plan]
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class Dispatcher:
             return self._raw_plan(job)
         own = _own_call(data, self._own)
         if own is not None:  # most jobs: a known task, positional arguments, its own options
-            return own[0](job, own[1])
+            return own[0](job, own[1], own[2])
         try:
             fields = _fields(data)
         except EnvelopeError as exc:
@@ -115,7 +117,7 @@ class _Entry:
     """One task, with its options resolved for the worker (task, then app)."""
 
     __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "own",
-                 "now", "runs", "hooks", "gather")  # fmt: skip
+                 "now", "runs", "hooks", "gather", "records")  # fmt: skip
 
     def __init__(
         self,
@@ -135,6 +137,9 @@ class _Entry:
         # The opts every call of this task carries unless it sets its own (taskopts.wire),
         # when that is the same for every call (no expires, unique_for or group); else {}.
         self.own = _own_opts(task.options, now)
+        # How its own calls' results are recorded, from their bytes (None: none kept).
+        ttl = self.own.get("result_ttl")
+        self.records = OwnRecords(self.name, ttl) if ttl else None
         self.now = now
         # An async def task's run is a coroutine, awaited by the worker on its asyncio loop
         # (gq.worker.asyncio_loop), with current_job() set inside it.
@@ -145,30 +150,35 @@ class _Entry:
         if hooks is not None:
             self.runs = self.ahooked if coroutine else self.hooked
 
-    def own_shapes(self) -> list[tuple[bytes, bytes, Callable[[Job, list[Any]], Plan]]]:
+    def own_shapes(self) -> list[tuple[bytes, bytes, _OwnPlan]]:
         """(prefix, suffix, plan) of the envelopes read by their bytes: a plain call's, and
         a call's that carries the task's own options, when it has some."""
-        shapes: list[tuple[bytes, bytes, Callable[[Job, list[Any]], Plan]]] = [
-            (envelope.plain_prefix(self.name), envelope.own_suffix({}), self.plain_plan)]
+        shapes: list[tuple[bytes, bytes, _OwnPlan]] = [
+            (envelope.plain_prefix(self.name), envelope.own_suffix({}), self.plain_plan)
+        ]
         if self.own:
             shapes.append((envelope.plain_prefix(self.name, True),
                            envelope.own_suffix(self.own), self.own_plan))  # fmt: skip
         return shapes
 
-    def plain_plan(self, job: Job, args: list[Any]) -> Plan:
-        """``plan`` for a plain call (positional arguments only, no opts, no headers)."""
+    def plain_plan(self, job: Job, args: list[Any], raw: bytes) -> Plan:
+        """``plan`` for a plain call (positional arguments only, no opts, no headers);
+        ``raw``: its args' bytes (unused: a plain call keeps no result)."""
         if not self.least <= len(args) <= self.most:
             self._bind(args, {})
         return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, None,
                     (job, (self.name, args, {}, {}, {})))  # fmt: skip
 
-    def own_plan(self, job: Job, args: list[Any]) -> Plan:
-        """``plain_plan`` for a call whose opts are the task's own (its result_ttl, say)."""
+    def own_plan(self, job: Job, args: list[Any], raw: bytes) -> Plan:
+        """``plain_plan`` for a call whose opts are the task's own (its result_ttl, say):
+        its result, if kept, recorded from its args' bytes ``raw`` (gq.outcome.OwnFinisher)."""
         if not self.least <= len(args) <= self.most:
             self._bind(args, {})
         fields: envelope.Fields = (self.name, args, {}, dict(self.own), {})  # (hooks see it)
-        return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name,
-                    finisher(job, fields), (job, fields))  # fmt: skip
+        records = self.records
+        finish = None if records is None else OwnFinisher(job, fields, raw, records)
+        return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, finish,
+                    (job, fields))  # fmt: skip
 
     def plan(self, job: Job, fields: envelope.Fields) -> Plan:
         _, args, kwargs, opts, _ = fields

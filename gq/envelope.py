@@ -173,11 +173,15 @@ def own_suffix(opts: Mapping[str, Any]) -> bytes:
     return _NO_KWARGS + b"\xa4opts" + _packb(dict(opts), use_bin_type=True)  # type: ignore[no-any-return]
 
 
-def own_call(data: bytes, known: Mapping[bytes, tuple[bytes, T]]) -> tuple[T, list[Any]] | None:
-    """``(value, args)`` for the envelope of a call that carries exactly the options one
-    entry of ``known`` names, read with one MessagePack read of its args alone: ``known``
-    maps ``plain_prefix(task, keeps=bool(opts))`` to ``(own_suffix(opts), value)``. None for
-    any other (``fields`` reads it, and says what is wrong).
+def own_call(
+    data: bytes, known: Mapping[bytes, tuple[bytes, T]]
+) -> tuple[T, list[Any], bytes] | None:
+    """``(value, args, raw)`` for the envelope of a call that carries exactly the options
+    one entry of ``known`` names, read with one MessagePack read of its args alone:
+    ``known`` maps ``plain_prefix(task, keeps=bool(opts))`` to ``(own_suffix(opts), value)``;
+    ``raw`` is the args' own bytes (one MessagePack array, read as ``args``), which a kept
+    result's record reuses as they are (gq.outcome.OwnFinisher). None for any other call
+    (``fields`` reads it, and says what is wrong).
 
     Exact, not a guess: the prefix (the map's size, the task, "args"), then one whole
     array and nothing else, then the suffix's bytes, is that map read in order, the shape
@@ -188,10 +192,11 @@ def own_call(data: bytes, known: Mapping[bytes, tuple[bytes, T]]) -> tuple[T, li
         found = known.get(data[:end])
         if found is None or not data.endswith(found[0]):
             return None
-        args = _unpackb(data[end:-len(found[0])], raw=False, timestamp=3, ext_hook=_refuse_ext)
+        raw = data[end : -len(found[0])]
+        args = _unpackb(raw, raw=False, timestamp=3, ext_hook=_refuse_ext)
     except Exception:  # noqa: BLE001 - anything unusual: fields() says what is wrong
         return None
-    return (found[1], args) if type(args) is list else None
+    return (found[1], args, raw) if type(args) is list else None
 
 
 def _checked(task: Any, args: Any, kwargs: Any, opts: Any, headers: Any) -> Fields:

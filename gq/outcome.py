@@ -160,6 +160,76 @@ class Finisher:
             return _packb(body)  # type: ignore[no-any-return]
 
 
+# A record from bytes: the map's keys and fixed values written once per task, the args'
+# bytes as the envelope carries them, then the attempt and the value. Record.read reads a
+# map, so the order of its keys is free: the ones fixed per task come first.
+_ATTEMPT = b"\xa7attempt"
+_VALUE = b"\xa5value"
+#: The bytes between the args and the value for the attempts most jobs have (a dict
+#: lookup, not a packb call and two concatenations per job).
+_ATTEMPT_TO_VALUE = {n: _ATTEMPT + _packb(n) + _VALUE for n in range(64)}
+_NONE = b"\xc0"
+
+
+class OwnRecords:
+    """How the records of one task's own calls (envelope.own_call: positional arguments,
+    the task's own options) start, and how long they are kept: built once per task."""
+
+    __slots__ = ("head", "ttl")
+
+    def __init__(self, task: str, ttl: Any) -> None:
+        #: A map of six: status "done", the task, no kwargs, then the "args" key.
+        self.head: bytes = (b"\x86\xa6status\xa4done\xa4task" + _packb(task)
+                            + b"\xa6kwargs\x80\xa4args")  # fmt: skip
+        self.ttl = float(ttl)
+
+
+class OwnFinisher(Finisher):
+    """A Finisher whose success is recorded from bytes: the task's head, the args' bytes
+    as the envelope carries them, the attempt, the packed value. Per job that saves the
+    map of six built and packed again with the args it already has in bytes. Its record
+    reads (Record.read) as the dict path's does; anything unusual (a value with no
+    MessagePack form) and ``failed`` take that path."""
+
+    __slots__ = ("raw", "head")
+
+    def __init__(self, job: Job, fields: envelope.Fields, raw: bytes, own: OwnRecords) -> None:
+        """``raw``: the call's args' bytes (envelope.own_call); ``own``: its task's."""
+        # (Finisher's slots set here: its __init__ would cost a call and a float() per job)
+        self.job = job
+        self.fields = fields
+        self.ttl = own.ttl
+        self.then = _NO_THEN
+        self.raw = raw
+        self.head = own.head
+
+    def done(self, value: Any) -> Outcome:
+        packed = _NONE if value is None else _value_bytes(value)
+        if packed is None:  # no MessagePack form: the failure of the result, as ever
+            return Finisher.done(self, value)
+        attempt = self.job.attempt
+        between = _ATTEMPT_TO_VALUE.get(attempt)
+        if between is None:
+            between = _ATTEMPT + _packb(attempt) + _VALUE
+        return Outcome(self.head + self.raw + between + packed, self.ttl)
+
+
+def _value_bytes(value: Any) -> bytes | None:
+    """A return value packed as ``_record`` packs it in its map, None when it has no form."""
+    if not _encodable(value):
+        return None
+    try:
+        return _packb_no_datetime(value)  # type: ignore[no-any-return]
+    except TypeError:  # (a datetime: the same bytes the datetime Packer writes)
+        pass
+    except (ValueError, OverflowError):
+        return None
+    try:
+        return _packb(value)  # type: ignore[no-any-return]
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def _follow(spec: dict[str, Any], value: Any, packed: bytes) -> list[Op]:
     kind = spec.get("kind")
     if kind == "member":

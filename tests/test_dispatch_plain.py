@@ -1,7 +1,9 @@
 """The dispatcher's plain path (issue 20): a plain call's envelope (positional arguments
 only, no opts, no headers) is read with one MessagePack read of its args alone
 (``envelope.own_call``). It must answer exactly what ``envelope.fields`` reads, or
-step aside (None) for ``fields`` to read it and say what is wrong."""
+step aside (None) for ``fields`` to read it and say what is wrong. The args' bytes it
+gives (for a kept result's record, issue 22) are exactly the envelope's, between its
+prefix and its suffix, and read as the args it gives."""
 
 from __future__ import annotations
 
@@ -29,13 +31,25 @@ def _fields_or_none(data: bytes) -> tuple[Any, ...] | None:
         return None
 
 
+def _packed(args: list[Any]) -> bytes:
+    """The args' bytes as ``encode`` writes them: what own_call gives as ``raw``."""
+    return msgpack.packb(args, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+
+
+def _raw_agrees(data: bytes, args: list[Any], raw: bytes, known: dict[bytes, Any]) -> bool:
+    """``raw`` is the envelope's own bytes between a known prefix and its suffix, one
+    MessagePack value that reads as ``args``."""
+    whole = any(data == prefix + raw + suffix for prefix, (suffix, _) in known.items())
+    return whole and msgpack.unpackb(raw, raw=False, timestamp=3) == args
+
+
 def _agrees(data: bytes) -> bool:
     """own_call's answer, when it has one, is fields' answer for a plain call."""
     plain = envelope.own_call(data, KNOWN)
     if plain is None:
         return True
-    name, args = plain
-    return _fields_or_none(data) == (name, args, {}, {}, {})
+    name, args, raw = plain
+    return _fields_or_none(data) == (name, args, {}, {}, {}) and _raw_agrees(data, args, raw, KNOWN)
 
 
 def test_plain_calls_of_known_tasks_take_the_plain_path() -> None:
@@ -43,7 +57,7 @@ def test_plain_calls_of_known_tasks_take_the_plain_path() -> None:
     for name in ("noop", "a", "x" * 31, "tâche"):
         for args in ([], [1], [1, "two", [3.0], {"k": b"v"}, None, now], ["\xa6kwargs\x80"]):
             data = envelope.encode(name, args, {})
-            assert envelope.own_call(data, KNOWN) == (name, args), (name, args)
+            assert envelope.own_call(data, KNOWN) == (name, args, _packed(args)), (name, args)
             assert _agrees(data)
 
 
@@ -73,7 +87,7 @@ def test_anything_else_steps_aside_for_fields(data: bytes) -> None:
 def test_a_long_name_is_read_either_way() -> None:
     for name in ("x" * 32, "x" * 56):
         data = envelope.encode(name, [1], {})
-        assert envelope.own_call(data, KNOWN) in (None, (name, [1]))
+        assert envelope.own_call(data, KNOWN) in (None, (name, [1], b"\x91\x01"))
         assert envelope.fields(data) == (name, [1], {}, {}, {})
 
 
@@ -89,7 +103,7 @@ def test_any_plain_call_reads_as_fields_reads_it(name: str, args: list[Any]) -> 
     data = envelope.encode(name, args, {})
     assert _agrees(data)
     if len(name.encode()) < 32:
-        assert envelope.own_call(data, KNOWN) == (name, args)
+        assert envelope.own_call(data, KNOWN) == (name, args, _packed(args))
 
 
 @given(st.lists(_values, max_size=3), st.integers(0, 40), st.binary(max_size=3))
@@ -139,8 +153,10 @@ def test_the_wire_bytes_of_a_plain_call_are_the_prefix_args_and_no_kwargs() -> N
 
 # The kept path (issue 22): a call whose only option is its task's result_ttl.
 TTLS = {"noop": 3600, "a": 0.25, "tâche": 86400.0}
-KEPT = {envelope.plain_prefix(n, True): (envelope.own_suffix({"result_ttl": t}), n)
-        for n, t in TTLS.items()}
+KEPT = {
+    envelope.plain_prefix(n, True): (envelope.own_suffix({"result_ttl": t}), n)
+    for n, t in TTLS.items()
+}
 
 
 def _kept_agrees(data: bytes) -> bool:
@@ -148,14 +164,16 @@ def _kept_agrees(data: bytes) -> bool:
     kept = envelope.own_call(data, KEPT)
     if kept is None:
         return True
-    name, args = kept
-    return _fields_or_none(data) == (name, args, {}, {"result_ttl": TTLS[name]}, {})
+    name, args, raw = kept
+    return _fields_or_none(data) == (
+        name, args, {}, {"result_ttl": TTLS[name]}, {}
+    ) and _raw_agrees(data, args, raw, KEPT)  # fmt: skip
 
 
 @given(st.sampled_from(sorted(TTLS)), st.lists(_values, max_size=4))
 def test_any_kept_call_reads_as_fields_reads_it(name: str, args: list[Any]) -> None:
     data = envelope.encode(name, args, {}, {"result_ttl": TTLS[name]})
-    assert envelope.own_call(data, KEPT) == (name, args)
+    assert envelope.own_call(data, KEPT) == (name, args, _packed(args))
     assert _kept_agrees(data)
 
 
@@ -190,8 +208,8 @@ def test_a_kept_call_plans_with_its_result_kept_and_the_tasks_options() -> None:
         return key.upper()
 
     data = envelope.encode("resize", ["k"], {}, {"result_ttl": 600})
-    assert envelope.own_call(data, {envelope.plain_prefix("resize", True): (
-        envelope.own_suffix({"result_ttl": 600}), "resize")}) == ("resize", ["k"])  # fmt: skip
+    known = {envelope.plain_prefix("resize", True): (envelope.own_suffix({"result_ttl": 600}), 1)}
+    assert envelope.own_call(data, known) == (1, ["k"], b"\x91\xa1k")
     job = gq.Job("id-1", data, 0)
     job.queue = "q"
     plan = app.plan(job)
