@@ -45,7 +45,8 @@ from common import (
 from gqbench import PYTHON, delete_queue, strip
 
 import gq
-from gq.outcome import Record
+from gq.store.outcomes import read_state
+from gq.store.tasks import TaskQueue
 
 sys.path.insert(0, str(WORKERS))
 from results_app import build  # noqa: E402
@@ -99,7 +100,7 @@ def wake_ups(url: str, count: int) -> dict[str, float]:
     queue = f"bench-wake-{uuid.uuid4().hex[:8]}"
     app = build(queue, 3600)
     app.connect(url)
-    direct = redis.Redis.from_url(url)
+    store = TaskQueue(redis.Redis.from_url(url), queue)
     step = app.tasks["step"]
     late: list[float] = []
     with Serving(url, queue):
@@ -108,7 +109,8 @@ def wake_ups(url: str, count: int) -> dict[str, float]:
             r = step.enqueue()
             r.get(timeout=30)
             returned = time.time()
-            at = Record.read(direct.get(f"{queue}:result:{r.id}") or b"").at or 0.0
+            record = read_state(store, r.id).record
+            at = 0.0 if record is None or record.at is None else record.at
             late.append((returned - at) * 1000)
     delete_queue(url, queue)
     return percentiles(late, (50, 99))
@@ -173,7 +175,7 @@ def bytes_per_result(url: str, n: int = 10_000) -> dict[str, float]:
     store = TaskQueue(direct, queue)
     store.register("mem")
     data = envelope.encode("noop", [1], {}, {"result_ttl": 3600})
-    env = envelope.decode(data)
+    env = envelope.fields(data)
 
     def grown(label: str, ack: Any) -> float:
         batch = [gq.Job(f"{label}-{i}", data) for i in range(n)]
@@ -186,6 +188,7 @@ def bytes_per_result(url: str, n: int = 10_000) -> dict[str, float]:
     plain = grown("plain", lambda batch: store.ack("mem", [j.id for j in batch]))
     sizes: dict[str, float] = {}
     for label, value in (("None", None), ("100-byte str", "x" * 100)):
+
         def keep(batch: list[gq.Job], value: Any = value) -> None:
             outcomes = [finisher(j, env) for j in batch]
             finish(store, "mem", [(j.id, f.done(value)) for j, f in zip(batch, outcomes) if f])
@@ -284,6 +287,7 @@ def main() -> None:
             "versions": versions(["gq", "redis", "hiredis", "gevent", "greenlet", "msgpack"]),
         })  # fmt: skip
     print(markdown_table(["workload", "off / flat", "on / workflow", "ratio", "target"], rows))
+
 
 if __name__ == "__main__":
     main()

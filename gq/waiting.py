@@ -4,7 +4,7 @@ of ``get()`` in it, wakes each caller when the script that wrote its outcome pub
 the id (scripts publish only ids a caller marked in ``Q:waiting``). A caller then reads
 the outcome once. Whatever the subscription misses (a dropped connection, an outcome no
 script publishes: a cancel, a recovery to dead) a caller sees at its next look, every
-``LOOK`` seconds: one pipelined round trip.
+``LOOK`` seconds: one pipelined round trip, and one more when result slots are live.
 
 The subscriber runs in a thread: a real one in a plain program, a greenlet where gevent
 patched ``threading`` (a gq worker), so waiters in threads and greenlets alike wake by

@@ -25,6 +25,7 @@ from tests.topologies import HOST, Node, make_certificates, start_node, start_tl
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
 #: The rule docs/deployment.md gives, for queue {emails}, read from the page itself so the
 #: documented rule and the tested one cannot drift apart (a new command in a gq script
 #: fails these tests until the page names it).
@@ -39,7 +40,7 @@ ACL_COMMANDS = _documented_acl_commands()
 
 def acl_rule(queue: str, password: str) -> list[str]:
     keys = [f"~{queue}*", "~gq:queues"]
-    return ["on", f">{password}", "resetkeys", *keys, "resetchannels", "-@all",
+    return ["on", f">{password}", "resetkeys", *keys, "resetchannels", f"&{queue}*", "-@all",
             *ACL_COMMANDS.split()]  # fmt: skip
 
 
@@ -131,6 +132,55 @@ def test_an_acl_user_limited_to_the_queue_runs_producer_and_worker(server: Node)
             producer._queue.client.get("other")
     finally:
         producer.close()
+        BothSides(admin, queue).delete_queue()
+        admin.close()
+
+
+def test_an_acl_user_limited_to_the_queue_keeps_and_reads_results_and_groups(
+    server: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The documented rule covers what results and workflows send and call (lib/outcome.lua:
+    the slots, the registry's expiry, a group's count and callback, the outcome's
+    publish) and the subscription that wakes get()."""
+    caplog.set_level(logging.WARNING, logger="gq")
+    queue = "{" + f"aclr-{uuid.uuid4().hex[:6]}" + "}"
+    admin = server.client()
+    admin.execute_command("ACL", "SETUSER", "gq-results", *acl_rule(queue, "s3cret"))
+    client = client_from_url(f"redis://gq-results:s3cret@{HOST}:{server.port}/0")
+    app = gq.App(client=client, queue=queue)
+
+    @app.task(result_ttl=60)
+    def double(x: int) -> int:
+        return 2 * x
+
+    @app.task(result_ttl=60, retries=0)
+    def broken() -> None:
+        raise ValueError("no")
+
+    @app.task(result_ttl=60)
+    def total(values: list[int]) -> int:
+        return sum(values)
+
+    consumer = gq.Consumer(queue, client=client, poller_poll_duration=1.0)
+    worker = gevent.spawn(consumer.run, app)
+    try:
+        kept, failed = double.enqueue(21), broken.enqueue()
+        flow = gq.group(double.s(i) for i in range(3)).then(total.s()).enqueue()
+        assert kept.get(timeout=10) == 42 and kept.status() == "done"
+        with pytest.raises(gq.TaskFailed):
+            failed.get(timeout=10)
+        assert flow.get(timeout=10) == 6
+        # (the one line expected: broken's failure)
+        unexpected = [
+            r
+            for r in caplog.records
+            if r.name.startswith("gq") and "ValueError" not in r.getMessage()
+        ]
+        assert not unexpected, caplog.text
+    finally:
+        consumer.stop()
+        worker.join(timeout=10)
+        assert worker.exception is None, worker.exception
         BothSides(admin, queue).delete_queue()
         admin.close()
 

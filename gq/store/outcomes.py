@@ -138,7 +138,9 @@ def _look_for(pipe: Any, queue: QueueKeys, ids: Sequence[str]) -> None:
     pipe.mget([queue.result(job_id) for job_id in ids])
 
 
-def _records(queue: ScriptedQueue, ids: Sequence[str], replies: Sequence[Any]) -> list[Record | None]:
+def _records(
+    queue: ScriptedQueue, ids: Sequence[str], replies: Sequence[Any]
+) -> list[Record | None]:
     """The kept record of each of ``ids`` (None: none, or its TTL is over), from the
     replies of ``_look_for`` and one more round trip to the live slots. An id kept twice
     (run again from dead, say) gives its latest."""

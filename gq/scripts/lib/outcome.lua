@@ -84,8 +84,9 @@ end
 -- Apply the entry at E[at] (its keys from KEYS[k] on) for job `id`; returns the indexes
 -- after it, and whether a result was kept. `stamp`: time_str(now), made once per call;
 -- `waited`: whether anybody waits on this queue (its Q:waiting exists); `kept`: TTL ->
--- the (id, stored) pairs to keep, which keep_results writes once the entries are read.
-local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited, kept)
+-- the (id, stored) pairs to keep, which keep_results writes once the entries are read;
+-- `told`: the ids whose waiters tell_kept tells after that.
+local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited, kept, told)
   local ttl_ms, record, ops = E[at], E[at + 1], tonumber(E[at + 2])
   local keeps = ttl_ms ~= '0'
   at = at + 3
@@ -105,7 +106,7 @@ local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited, 
     end
     at, k = at + 1 + SIZES[kind][1], k + SIZES[kind][2]
   end
-  if keeps and waited then publish_if_waited(waiting_key, channel, id) end
+  if keeps and waited then told[#told + 1] = id end
   return at, k, keeps
 end
 
@@ -147,6 +148,12 @@ local function keep_results(ttls, kept, slots, registry, now)
     end
   end
   if wrote then redis.call('ZREMRANGEBYSCORE', registry, '-inf', now_ms) end
+end
+
+-- Tell the waiters of `told` once their results are written: a PUBLISH that fails (a
+-- user without the channel's right) then fails after the results, never before them.
+local function tell_kept(waiting_key, channel, told)
+  for i = 1, #told do publish_if_waited(waiting_key, channel, told[i]) end
 end
 
 -- The fields of an entries blob (gq.store.outcomes.packed): each is its length (4 bytes,
@@ -197,7 +204,7 @@ local function ack_outcomes(blob, k, K, channel)
   local stamp = time_str(now)
   local waited = redis.call('EXISTS', K[5]) == 1
   local byte = string.byte
-  local plain_kept = kept[ttls[1]]
+  local plain_kept, told = kept[ttls[1]], {}
   for i = 1, n do
     local id, plain = ids[i], byte(kinds, i) == 114  -- "r"
     if flags[i] == 1 then
@@ -206,10 +213,10 @@ local function ack_outcomes(blob, k, K, channel)
       if plain then
         plain_kept[#plain_kept + 1] = id
         plain_kept[#plain_kept + 1] = stamp .. E[at]
-        if waited then publish_if_waited(K[5], channel, id) end
+        if waited then told[#told + 1] = id end
         at = at + 1
       else
-        at, k, keeps = apply_outcome(E, at, k, id, stamp, K[5], channel, waited, kept)
+        at, k, keeps = apply_outcome(E, at, k, id, stamp, K[5], channel, waited, kept, told)
       end
       if keeps then indexed[#indexed + 1] = id end
     elseif plain then
@@ -220,5 +227,6 @@ local function ack_outcomes(blob, k, K, channel)
   end
   keep_results(ttls, kept, slots, K[7], now)
   index_results(K[6], indexed)
+  tell_kept(K[5], channel, told)
   return flags, acked
 end
