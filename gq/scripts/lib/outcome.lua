@@ -205,20 +205,26 @@ local function ack_outcomes(blob, k, K, channel)
   local waited = redis.call('EXISTS', K[5]) == 1
   local byte = string.byte
   local plain_kept, told = kept[ttls[1]], {}
+  local n_acked, n_plain, n_indexed = 0, 0, 0  -- (counts, not #: each # is a search)
   for i = 1, n do
     local id, plain = ids[i], byte(kinds, i) == 114  -- "r"
     if flags[i] == 1 then
-      acked[#acked + 1] = id
+      n_acked = n_acked + 1
+      acked[n_acked] = id
       local keeps = plain
       if plain then
-        plain_kept[#plain_kept + 1] = id
-        plain_kept[#plain_kept + 1] = stamp .. E[at]
+        plain_kept[n_plain + 1] = id
+        plain_kept[n_plain + 2] = stamp .. E[at]
+        n_plain = n_plain + 2
         if waited then told[#told + 1] = id end
         at = at + 1
       else
         at, k, keeps = apply_outcome(E, at, k, id, stamp, K[5], channel, waited, kept, told)
       end
-      if keeps then indexed[#indexed + 1] = id end
+      if keeps then
+        n_indexed = n_indexed + 1
+        indexed[n_indexed] = id
+      end
     elseif plain then
       at = at + 1
     else
