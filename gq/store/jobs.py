@@ -123,8 +123,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         inflight = k.inflight(consumer_id)
         keys = [k.consumers, k.active, inflight, k.data, k.signal, k.recovered, k.flow, k.held,
-                k.rate, k.cancelled, *group_keys(k.name), k.waiting, k.results,
-                k.result_slots]  # fmt: skip
+                k.rate, k.cancelled, *group_keys(k.name), *k.outcome_keys]  # fmt: skip
         blob = packed(k, outcomes, keys) if outcomes else b""
         reply = self._run(
             "fetch", keys,

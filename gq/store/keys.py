@@ -119,6 +119,11 @@ class QueueKeys:
         """gq's own key: the live result slots (sorted set: key -> when it expires, ms)."""
         return f"{self.name}:result-slots"
 
+    @property
+    def outcome_keys(self) -> list[str]:
+        """The keys fetch.lua and kill.lua take to write outcomes, in their order."""
+        return [self.waiting, self.results, self.result_slots]
+
     def result(self, job_id: str) -> str:
         """The key an earlier gq kept a job's outcome under, one key per result: read
         still, so an upgrade finds the results kept before it until they expire."""

@@ -110,7 +110,7 @@ def finish(queue: ScriptedQueue, consumer_id: str,
 
 def kill_extras(queue: QueueKeys, job_id: str, out: Outcome, keys: list[str]) -> list[Any]:
     """What kill.lua takes after its own keys and arguments to write ``out`` too."""
-    keys += [queue.waiting, queue.results, queue.result_slots]
+    keys += queue.outcome_keys
     if out.ttl > 0:
         keys.append(queue.result_slot(out.ttl_ms, time.time()))
     return [queue.channel, *entry(out, keys)]
