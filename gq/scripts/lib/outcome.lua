@@ -189,8 +189,9 @@ local function ack_outcomes(blob, k, K, channel)
   if m > 0 then
     local types = {K[7], 'zset'}
     for i = 1, m do
-      slots[ttls[i]], kept[ttls[i]] = KEYS[k + i - 1], {}
-      types[#types + 1], types[#types + 2] = KEYS[k + i - 1], 'hash'
+      slots[ttls[i]], kept[ttls[i]] = KEYS[k], {}
+      types[2 * i + 1], types[2 * i + 2] = KEYS[k], 'hash'
+      k = k + 1
     end
     check_types(types)
   end
@@ -199,7 +200,6 @@ local function ack_outcomes(blob, k, K, channel)
   local acked, indexed = {}, {}
   if owned == 0 then return flags, acked end
   local kinds, at = E[n + 2], n + 4 + m
-  k = k + m
   local now = server_now()
   local stamp = time_str(now)
   local waited = redis.call('EXISTS', K[5]) == 1
