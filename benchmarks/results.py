@@ -13,10 +13,11 @@
 Runs alternate (off, on, off, on...) so that the machine's drift hits both; medians of
 --repeat runs.
 
-usage: results.py [--quick] [--repeat K] [--parts drain,wake,workflows,memory]
+usage: results.py [--quick] [--repeat K] [--parts drain,wake,workflows,memory] [--buffer B]
 
 --parts runs only the parts named (all by default): ``--parts drain`` is the fast loop
-for the drain's ratio.
+for the drain's ratio. --buffer sets the drain worker's poller_buffer_size (default
+"auto", gq's default; a tuned figure sits next to it in benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from results_app import build  # noqa: E402
 CONCURRENCY = 100
 
 
-def drain(url: str, n: int, ttl: float) -> dict[str, Any]:
+def drain(url: str, n: int, ttl: float, buffer: str = "auto") -> dict[str, Any]:
     queue = f"bench-res-{uuid.uuid4().hex[:8]}"
     app = build(queue, ttl)
     app.connect(url)
@@ -63,8 +64,9 @@ def drain(url: str, n: int, ttl: float) -> dict[str, Any]:
     direct = redis.Redis.from_url(url)
     before = _redis_cpu(direct)
     try:
-        result = run_json([PYTHON, str(WORKERS / "results_worker.py"), url, queue,
-                           str(CONCURRENCY), str(ttl)], 300, {"BENCH_N": str(n)})  # fmt: skip
+        worker = [PYTHON, str(WORKERS / "results_worker.py"), url, queue, str(CONCURRENCY),
+                  str(ttl), buffer]  # fmt: skip
+        result = run_json(worker, 300, {"BENCH_N": str(n)})
         result["redis_cpu_us_per_job"] = (_redis_cpu(direct) - before) / n * 1e6
         return result
     finally:
@@ -202,13 +204,15 @@ def bytes_per_result(url: str, n: int = 10_000) -> dict[str, float]:
 PARTS = ("drain", "wake", "workflows", "memory")
 
 
-def run_parts(url: str, parts: set[str], repeat: int, n: int, quick: bool) -> dict[str, Any]:
+def run_parts(
+    url: str, parts: set[str], repeat: int, n: int, quick: bool, buffer: str = "auto"
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "drain" in parts:
         drains: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
         for _ in range(repeat):
-            drains["off"].append(strip(drain(url, n, 0)))
-            drains["on"].append(strip(drain(url, n, 3600)))
+            drains["off"].append(strip(drain(url, n, 0, buffer)))
+            drains["on"].append(strip(drain(url, n, 3600, buffer)))
             print({k: [round(r["rate"]) for r in v] for k, v in drains.items()}, file=sys.stderr,
                   flush=True)  # fmt: skip
         out["drains"] = drains
@@ -268,6 +272,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--parts", default=",".join(PARTS),
                     help="comma-separated parts to run: " + ", ".join(PARTS))  # fmt: skip
+    ap.add_argument("--buffer", default="auto", help="the drain's poller_buffer_size")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     unknown = parts - set(PARTS)
@@ -277,10 +282,10 @@ def main() -> None:
     n = 30_000 if args.quick else 100_000
     with dedicated_redis() as url:
         info = machine(url)
-        out = run_parts(url, parts, repeat, n, args.quick)
+        out = run_parts(url, parts, repeat, n, args.quick, args.buffer)
     rows = drain_rows(out["drains"]) if "drains" in out else []
     rows += other_rows(out, args.quick)
-    if parts == set(PARTS):  # a partial run does not overwrite the recorded figures
+    if parts == set(PARTS) and args.buffer == "auto":  # (a partial or tuned run: not recorded)
         write_json("results", {
             "workload": "results off vs on; get() wake-up; chains and groups vs flat; memory",
             "machine": info, "command": command(), "repeat": repeat, "n": n, **out,
