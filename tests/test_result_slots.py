@@ -15,7 +15,8 @@ import redis
 import gq
 from gq import envelope
 from gq import job as jobs
-from gq.outcome import Outcome, finisher, pack
+from gq.outcome import Op, Outcome, finisher, pack
+from gq.store.base import as_text
 from gq.store.outcomes import finish, read_state, recent
 from gq.store.tasks import TaskQueue
 from tests.helpers import Backend, kept_pttl
@@ -139,3 +140,74 @@ def test_a_kill_keeps_the_failure_in_its_ttls_slot(backend: Backend) -> None:
     assert state.record.error == "broken" and state.dead
     left = kept_pttl(queue.client, queue.keys.name, "j0")
     assert left is not None and 85_000 < left <= 90_000
+
+
+class _Interleaved:
+    """A client whose non-transactional pipelines run command by command, with another
+    client's ``call`` landing right after the first ``after`` command: what Redis may do
+    between the commands of a pipeline sent by one client."""
+
+    def __init__(self, client: redis.Redis, after: str, call: object) -> None:
+        self._client, self._after, self._call = client, after, call
+
+    def pipeline(self, transaction: bool = False) -> _Interleaved:
+        self._queued: list[tuple[str, tuple[object, ...], dict[str, object]]] = []
+        return self
+
+    def __getattr__(self, name: str) -> object:
+        def queue(*args: object, **kwargs: object) -> _Interleaved:
+            self._queued.append((name, args, kwargs))
+            return self
+
+        return queue
+
+    def execute(self) -> list[object]:
+        replies = []
+        for name, args, kwargs in self._queued:
+            replies.append(getattr(self._client, name)(*args, **kwargs))
+            if name == self._after and self._call is not None:
+                self._call, call = None, self._call
+                call()  # type: ignore[operator]
+        return replies
+
+
+@pytest.mark.parametrize("after", ["hget", "zscore", "time", "zrange", "mget"])
+def test_a_job_that_ends_while_its_state_is_read_is_found_somewhere(
+    backend: Backend, after: str
+) -> None:
+    # The slots registry was read before the message: a job acknowledged in between (its
+    # result in a slot the read had not listed, its message gone) read as unknown, and
+    # get() raised "gq knows nothing of it" for a job that had just succeeded.
+    queue = _queue(backend, [{"result_ttl": 60}])
+    outcome = _done(queue, "j0", 42)
+    reader = TaskQueue(backend.client(), backend.queue)
+    reader.client = _Interleaved(  # type: ignore[assignment]
+        reader.client, after, lambda: finish(queue, "c", [("j0", outcome)])
+    )
+    state = read_state(reader, "j0")
+    assert state.known, f"a job done after the {after} of its read was found nowhere"
+    assert state.record is None or state.record.value == 42
+
+
+def test_a_batch_mixing_plain_results_and_workflow_steps_of_one_ttl_keeps_all(
+    backend: Backend,
+) -> None:
+    # Plain results and full entries (a step with a follow-up) of one TTL share the list
+    # that one HSET writes; the plain ones were appended by their own count and the others
+    # by the list's length, so each overwrote the other's: a step's id was indexed but its
+    # record gone ("gq knows nothing of it" for a chain step that had run).
+    queue = _queue(backend, [{"result_ttl": 60}] * 6)
+    done: list[tuple[str, Outcome]] = []
+    for i in range(6):
+        plain = _done(queue, f"j{i}", i)
+        if i % 2:  # a step whose success enqueues the next job
+            follow = gq.Job(f"next{i}", envelope.encode("noop", [i], {}, {}))
+            push = Op("push", queue.keys.name, [follow.id, jobs.encode(follow)])
+            plain = Outcome(plain.record, plain.ttl, [push])
+        done.append((f"j{i}", plain))
+    assert finish(queue, "c", done) == [True] * 6
+    for i in range(6):
+        record = read_state(queue, f"j{i}").record
+        assert record is not None and record.value == i, f"j{i}'s record was lost"
+    assert {as_text(i) for i in queue.client.lrange(queue.keys.active, 0, -1)} == {
+        "next1", "next3", "next5"}

@@ -28,10 +28,10 @@ if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 redis.call('HDEL', KEYS[4], ARGV[1])
 forget_cancels(KEYS[9], {ARGV[1]})
 if #ARGV >= 6 then
-  local kept, slots, told = {}, {}, {}
-  if keeps_ttl then kept[keeps_ttl], slots[keeps_ttl] = {}, KEYS[20] end
+  local kept, slots, sizes, told = {}, {}, {}, {}
+  if keeps_ttl then kept[keeps_ttl], slots[keeps_ttl], sizes[keeps_ttl] = {}, KEYS[20], 0 end
   local _, _, keeps = apply_outcome(ARGV, 6, keeps_ttl and 21 or 20, ARGV[1], time_str(now),
-    KEYS[17], ARGV[5], redis.call('EXISTS', KEYS[17]) == 1, kept, told)
+    KEYS[17], ARGV[5], redis.call('EXISTS', KEYS[17]) == 1, kept, sizes, told)
   if keeps then
     keep_results({keeps_ttl}, kept, slots, KEYS[19], now)
     index_results(KEYS[18], {ARGV[1]})

@@ -166,17 +166,23 @@ def _records(
 
 
 def read_state(queue: ScriptedQueue, job_id: str) -> State:
-    """Two round trips: the id's record, message, and dead and scheduled membership,
-    then its record in the live slots."""
+    """Two round trips: the id's message, dead and scheduled membership, then where its
+    record may be, then its record in the live slots.
+
+    The message is read first: the commands of a pipeline may have other clients' in
+    between, and the script that deletes a job's message writes its record (and lists a
+    new slot) in the same call. Read in that order, a job that ended meanwhile is found
+    done; read the other way, the slots listed before it ended and the message gone after,
+    it read as unknown."""
     k = queue.keys
     pipe: Any = queue.client.pipeline(transaction=False)
-    _look_for(pipe, k, [job_id])
     pipe.hget(k.data, job_id)
     pipe.zscore(k.dead, job_id)
     pipe.zscore(k.scheduled, job_id)
+    _look_for(pipe, k, [job_id])
     replies = pipe.execute()
-    message, dead, scheduled = replies[3:]
-    record = _records(queue, [job_id], replies[:3])[0]
+    message, dead, scheduled = replies[:3]
+    record = _records(queue, [job_id], replies[3:])[0]
     return State(record, message, dead is not None, scheduled is not None)
 
 

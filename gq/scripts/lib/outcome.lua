@@ -85,15 +85,19 @@ end
 -- after it, and whether a result was kept. `stamp`: time_str(now), made once per call;
 -- `waited`: whether anybody waits on this queue (its Q:waiting exists); `kept`: TTL ->
 -- the (id, stored) pairs to keep, which keep_results writes once the entries are read;
--- `told`: the ids whose waiters tell_kept tells after that.
-local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited, kept, told)
+-- `told`: the ids whose waiters tell_kept tells after that. `sizes`: TTL -> how many
+-- entries kept[TTL] holds (shared with the plain results of that TTL, which
+-- ack_outcomes appends to the same list).
+local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited, kept, sizes,
+                             told)
   local ttl_ms, record, ops = E[at], E[at + 1], tonumber(E[at + 2])
   local keeps = ttl_ms ~= '0'
   at = at + 3
   if keeps then
-    local list = kept[ttl_ms]
-    list[#list + 1] = id
-    list[#list + 1] = stamp .. record
+    local list, size = kept[ttl_ms], sizes[ttl_ms]
+    list[size + 1] = id
+    list[size + 2] = stamp .. record
+    sizes[ttl_ms] = size + 2
   end
   for _ = 1, ops do
     local kind = E[at]
@@ -185,11 +189,11 @@ local function ack_outcomes(blob, k, K, channel)
   local E = fields_of(blob)
   local n = tonumber(E[1])
   local m = tonumber(E[n + 3])
-  local ttls, slots, kept = {unpack(E, n + 4, n + 3 + m)}, {}, {}
+  local ttls, slots, kept, sizes = {unpack(E, n + 4, n + 3 + m)}, {}, {}, {}
   if m > 0 then
     local types = {K[7], 'zset'}
     for i = 1, m do
-      slots[ttls[i]], kept[ttls[i]] = KEYS[k], {}
+      slots[ttls[i]], kept[ttls[i]], sizes[ttls[i]] = KEYS[k], {}, 0
       types[2 * i + 1], types[2 * i + 2] = KEYS[k], 'hash'
       k = k + 1
     end
@@ -204,8 +208,11 @@ local function ack_outcomes(blob, k, K, channel)
   local stamp = time_str(now)
   local waited = redis.call('EXISTS', K[5]) == 1
   local byte = string.byte
-  local plain_kept, told = kept[ttls[1]], {}
-  local n_acked, n_plain, n_indexed = 0, 0, 0  -- (counts, not #: each # is a search)
+  local plain_ttl, told = ttls[1], {}
+  local plain_kept = kept[plain_ttl]
+  -- (counts, not #: each # is a search; the plain results' list may be shared with full
+  -- entries of the same TTL, so its count is kept in `sizes`, as apply_outcome's)
+  local n_acked, n_indexed = 0, 0
   for i = 1, n do
     local id, plain = ids[i], byte(kinds, i) == 114  -- "r"
     if flags[i] == 1 then
@@ -213,13 +220,15 @@ local function ack_outcomes(blob, k, K, channel)
       acked[n_acked] = id
       local keeps = plain
       if plain then
-        plain_kept[n_plain + 1] = id
-        plain_kept[n_plain + 2] = stamp .. E[at]
-        n_plain = n_plain + 2
+        local size = sizes[plain_ttl]
+        plain_kept[size + 1] = id
+        plain_kept[size + 2] = stamp .. E[at]
+        sizes[plain_ttl] = size + 2
         if waited then told[#told + 1] = id end
         at = at + 1
       else
-        at, k, keeps = apply_outcome(E, at, k, id, stamp, K[5], channel, waited, kept, told)
+        at, k, keeps = apply_outcome(E, at, k, id, stamp, K[5], channel, waited, kept, sizes,
+                                     told)
       end
       if keeps then
         n_indexed = n_indexed + 1
