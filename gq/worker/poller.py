@@ -1,7 +1,8 @@
 """The poller: which queue to fetch from, how many jobs, when, and what to do with what
 came back (SPEC sections 5 and 9). One greenlet runs ``Poller.step`` in a loop.
 
-- **When**: when there is room (``Prefetch``), after a signal says a queue may have jobs
+- **When**: when there is room (``Prefetch``: with "auto", for at least half of what it
+  holds ahead), after a signal says a queue may have jobs
   (or at once after a full batch, whose signal is still there).
 - **How many**: a fixed buffer (curlyq's ``poller_buffer_size``) or "auto": the free
   handlers' worth, plus ``AUTO_HORIZON`` (100 ms) of work at the measured completion rate
@@ -84,7 +85,9 @@ class Prefetch:
     the best fixed size's rate only with batches of several hundred; with long jobs 100 ms
     is less than one job per handler, so nothing is hoarded. A new consumer knows no rate
     and takes what its free handlers can start, so two consumers starting on one burst
-    share it.
+    share it. It fetches once there is room for at least half of what it holds ahead
+    (and the processor lets the poller run when the buffer is down to half): one fetch
+    is on the wire while the other half runs.
     """
 
     def __init__(self, opts: ConsumerOptions, processor: Processor, ledger: Ledger) -> None:
@@ -99,7 +102,12 @@ class Prefetch:
         if opts.poller_buffer_size != AUTO:
             return max(0, int(opts.poller_buffer_size) - processor.buffered())
         free = opts.processor_concurrency - processor.running
-        return max(0, free + self.ahead() - processor.buffered())
+        ahead = self.ahead()
+        room = free + ahead - processor.buffered()
+        # At least half the jobs held ahead, or none: a top-up of a few jobs each time one
+        # starts would cost a round trip per few jobs and keep the poller on the wire when
+        # the buffer runs low.
+        return room if room >= max(1, ahead // 2) else 0
 
     def ahead(self) -> int:
         """Jobs to hold beyond the free handlers: AUTO_HORIZON of work, 1 to the maximum."""

@@ -16,6 +16,7 @@ from typing import Any, Callable, cast
 
 import gevent
 from gevent.event import Event
+from gevent.lock import Semaphore
 from gevent.queue import Queue
 
 from gq.errors import (
@@ -25,7 +26,7 @@ from gq.errors import (
 )
 from gq.job import Job
 from gq.joblog import fields_of
-from gq.options import ConsumerOptions
+from gq.options import AUTO, ConsumerOptions
 from gq.store.jobs import RedisQueue
 from gq.worker import asyncio_loop, watchdog
 from gq.worker.acker import Acker
@@ -53,6 +54,15 @@ class Processor(PlannedRuns):
     a job and starts its handler without yielding in between, so a job is either in
     ``buffer`` (and given back at a graceful stop) or running.
 
+    Handlers that never yield (short CPU jobs) would otherwise run the whole buffer
+    before the poller and the acker get a turn, so the next fetch would leave only once
+    the buffer is empty and the handlers would idle for its round trip. So, with an
+    "auto" buffer, a worker lets the others run when the buffer is down to half of what
+    the last fetch left in it (then a quarter, an eighth...), and idle workers wait for
+    a job one at a time (the others wait for their turn): a fetch then wakes one worker,
+    not every idle one, and the poller, woken by the first job taken, runs at that first
+    turn rather than after every idle worker has had its own.
+
     The consumer hands it the ``ledger`` (held ids, outcome counts), the ``acker`` (which
     the poller shares) and the ``endings`` (other than success: gq/worker/endings.py);
     built alone (tests, benchmarks), it makes its own.
@@ -71,6 +81,10 @@ class Processor(PlannedRuns):
         endings: Endings | None = None,
     ) -> None:
         self._opts = opts
+        # Only "auto" sizes its fetches to be on the wire while half the buffer runs; a
+        # fixed buffer keeps curlyq's batches of its size (halved, a small one lost more
+        # to twice the fetches than it gained: benchmarks/README.md).
+        self._auto = opts.poller_buffer_size == AUTO
         self._handler = handler
         self._planner = planner_of(handler)
         self._on_fatal = on_fatal
@@ -91,6 +105,8 @@ class Processor(PlannedRuns):
         self.workers: list[gevent.Greenlet] = []
         self.running = 0  # handlers running now
         self._waiting = 0  # workers blocked on an empty buffer
+        self._yield_at = 0  # the buffer's length at which a worker lets the others run
+        self._turn = Semaphore()  # held by the one idle worker that waits on the buffer
         self._room = _set_event()  # set when the buffer has room for the poller
         self._quiet = _set_event()  # set when no handler runs
         self._abandoned = False  # a forced stop: handlers are being killed
@@ -118,6 +134,8 @@ class Processor(PlannedRuns):
         for job in jobs_:
             held.add(job.id)
             buffer.put_nowait(job)
+        if self._auto:
+            self._yield_at = buffer.qsize() // 2
         self._start_workers()
 
     def _start_workers(self) -> None:
@@ -203,14 +221,10 @@ class Processor(PlannedRuns):
         buffer = self.buffer
         slot = self._slots[gevent.getcurrent()] = _Slot()
         while True:
-            if buffer.empty():
-                self._waiting += 1
-                try:
-                    job = buffer.get()
-                finally:
-                    self._waiting -= 1
-            else:
-                job = buffer.get_nowait()
+            if self._yield_at and buffer.qsize() == self._yield_at:
+                self._yield_at //= 2
+                gevent.sleep(0)  # (no job taken: nothing is neither buffered nor running)
+            job = self._wait_for_job() if buffer.empty() else buffer.get_nowait()
             # From here to the handler nothing yields: the job is never neither
             # buffered nor running.
             if not self._room.is_set():
@@ -223,6 +237,20 @@ class Processor(PlannedRuns):
                 self.running -= 1
                 if not self.running:
                     self._quiet.set()
+
+    def _wait_for_job(self) -> Job:
+        """The next job, for an idle worker: one at a time waits on the buffer."""
+        with self._turn:
+            self._waiting += 1
+            try:
+                job: Job = self.buffer.get()
+            finally:
+                self._waiting -= 1
+            # The poller is woken before the next idle worker's turn: it then runs at the
+            # first yield, with the buffer still half full.
+            if not self._room.is_set():
+                self._room.set()
+            return job
 
     def execute(self, job: Job, slot: _Slot | None = None) -> None:
         """Run ``job``'s handler and write its outcome. ``slot`` names the job while its
