@@ -221,7 +221,8 @@ class Consumer:
     def _start(self, loops: dict[str, Loop], run: Run) -> Greenlets:
         # The ticker first: greenlets run in the order spawned, and its clock must start
         # before the poller's first fetch puts jobs in flight (see Liveness.tick).
-        tick = partial(self._liveness.tick, run.processor.drop_buffered)
+        tick = partial(self._liveness.tick, run.processor.drop_buffered,
+                       run.processor.buffered_jobs)
         greenlets = {"Ticker": self._spawn("Ticker", tick)}
         greenlets.update((name, self._spawn(name, loop.run)) for name, loop in loops.items())
         greenlets["Acker"] = self._spawn("Acker", run.acker.run)

@@ -31,6 +31,8 @@ TICK_SECONDS = 1.0
 
 # Takes out of the buffer the jobs a predicate rejects (Processor.drop_buffered).
 DropBuffered = Callable[[Callable[[Job], bool]], list[Job]]
+# What the buffer holds now (Processor.buffered_jobs).
+Buffered = Callable[[], list[Job]]
 
 
 class Liveness:
@@ -87,7 +89,7 @@ class Liveness:
         if self.thread_heartbeat is not None:
             self.thread_heartbeat.stop()
 
-    def tick(self, drop_buffered: DropBuffered) -> None:
+    def tick(self, drop_buffered: DropBuffered, buffered: Buffered) -> None:
         """Prove to the thread heartbeat that the hub runs, and notice when it did not run
         for half the consumer timeout or more (C code that held it, a SIGSTOP): the lease
         ends between the consumer timeout and the timeout plus the heartbeat interval
@@ -104,7 +106,7 @@ class Liveness:
             if self.thread_heartbeat is not None:
                 self.thread_heartbeat.last = now
             if now - last > self._opts.custodian_consumer_timeout / 2:
-                self._after_freeze(now - last, drop_buffered)
+                self._after_freeze(now - last, drop_buffered, buffered)
             last = now
 
     def _registered_again(self) -> set[tuple[str, str]]:
@@ -112,12 +114,19 @@ class Liveness:
         self.register()
         return {(n, i) for n, q in self._queues.items() for i in q.inflight_ids(self._id)}
 
-    def _after_freeze(self, seconds: float, drop_buffered: DropBuffered) -> None:
+    def _after_freeze(self, seconds: float, drop_buffered: DropBuffered,
+                      buffered: Buffered) -> None:  # fmt: skip
         """After the hub stood still that long, other consumers may have recovered this
         one's jobs: register again, and drop the buffered jobs that are no
         longer in this consumer's in-flight set (they run elsewhere now). Running jobs that
         were recovered finish here too, but every write for them (ack, retry, kill) finds
-        them gone from the in-flight set and changes nothing."""
+        them gone from the in-flight set and changes nothing.
+
+        Only jobs buffered before the in-flight set is read may be dropped: reading it
+        yields, and a fetch that lands meanwhile buffers jobs this consumer owns that the
+        read did not see. Dropped, they stayed in flight for good (the consumer lives on
+        and heartbeats, so no custodian recovers them)."""
+        before = {id(job) for job in buffered()}
         try:
             owned = self._registered_again()
         except (redis.RedisError, GQError) as exc:
@@ -125,7 +134,7 @@ class Liveness:
                         "this consumer still owns: %s", self._context, seconds,
                         describe(exc))  # fmt: skip
             return
-        dropped = drop_buffered(lambda job: (job.queue, job.id) in owned)
+        dropped = drop_buffered(lambda job: id(job) not in before or (job.queue, job.id) in owned)
         log.warning("%s: the hub stood still for %.1f s (blocked, or the process was "
                     "stopped), so the lease may have ended and other consumers recovered "
                     "its jobs: dropped %d buffered job(s) no longer its own; running jobs "

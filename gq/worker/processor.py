@@ -180,6 +180,10 @@ class Processor(PlannedRuns):
             taken.append(self.buffer.get_nowait())
         return taken
 
+    def buffered_jobs(self) -> list[Job]:
+        """The jobs buffered now, in order (a copy: the buffer is left as it is)."""
+        return list(self.buffer.queue)
+
     def drop_buffered(self, keep: Callable[[Job], bool]) -> list[Job]:
         """Take out of the buffer the jobs for which ``keep`` is false; they will not run."""
         kept: list[Job] = []
