@@ -9,6 +9,7 @@ import redis
 
 import gq
 from gq import scripts
+from gq.store.base import MAX_BATCH, is_refusal
 from gq.store.jobs import RedisQueue
 from gq.store.keys import QueueKeys
 from tests import queue_state as state
@@ -186,6 +187,62 @@ def test_scripts_reload_themselves_after_the_script_cache_is_flushed(backend):
     queue.push([("b", b"m")])
     queue.register("c1")
     assert [job_id for job_id, _ in queue.fetch("c1", 10)] == ["a", "b"]
+
+
+def flush_after(call, direct, times):
+    """``call``, then SCRIPT FLUSH on ``direct`` (the first ``times`` calls only): a restart
+    or a second SCRIPT FLUSH landing just after redis-py loaded a script."""
+    left = [times]
+
+    def flushing(*args, **kwargs):
+        reply = call(*args, **kwargs)
+        if left[0] > 0:
+            left[0] -= 1
+            direct.script_flush()
+        return reply
+
+    return flushing
+
+
+def test_a_call_is_sent_again_when_the_cache_is_flushed_right_after_its_reload(backend):
+    # redis-py reloads once on NOSCRIPT; a flush just after that reload had failed the call
+    # (and a worker's ack with it, issue 22's CI run: test_5_script_flush_mid_run).
+    client, direct = backend.client(), backend.direct()
+    queue = RedisQueue(client, backend.queue)
+    queue.push([("a", b"m")])
+    queue.register("c1")
+    client.script_load = flush_after(client.script_load, direct, times=1)
+    direct.script_flush()
+    assert [job_id for job_id, _ in queue.fetch("c1", 10)] == ["a"]
+    assert queue.ack("c1", ["a"]) == [True]
+
+
+def test_a_pipelined_call_that_met_a_flush_goes_again_alone_and_no_call_runs_twice(backend):
+    client, direct = backend.client(), backend.direct()
+    queue = RedisQueue(client, backend.queue)
+    ids = [f"j{i}" for i in range(2 * MAX_BATCH + 1)]  # three ack calls in one pipeline
+    queue.push([(job_id, b"m") for job_id in ids])
+    queue.register("c1")
+    fetched = [job_id for _ in range(3) for job_id, _ in queue.fetch("c1", MAX_BATCH)]
+    assert fetched == ids
+    pipelines = []
+    make_pipeline = client.pipeline
+
+    def pipeline(**kwargs):
+        pipe = make_pipeline(**kwargs)
+        pipe.load_scripts = flush_after(pipe.load_scripts, direct, times=1)
+        pipelines.append(pipe)
+        return pipe
+
+    client.pipeline = pipeline
+    # True for every id: a batch that had run and were sent again would answer "not owned".
+    assert queue.ack("c1", ids) == [True] * len(ids)
+    assert pipelines and direct.scard(QueueKeys(backend.queue).inflight("c1")) == 0
+
+
+def test_a_flushed_script_cache_is_no_refusal_so_workers_send_their_writes_again():
+    assert not is_refusal(redis.exceptions.NoScriptError("No matching script."))
+    assert is_refusal(redis.ResponseError("WRONGTYPE Operation against a key"))
 
 
 @pytest.mark.timeout(120)

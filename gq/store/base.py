@@ -173,6 +173,7 @@ _TRANSIENT_TYPES: tuple[type[BaseException], ...] = tuple(
         "ClusterDownError",
         "OutOfMemoryError",
         "BusyLoadingError",
+        "NoScriptError",  # the script cache was flushed: the next call loads it again
     )  # fmt: skip
     if hasattr(redis.exceptions, name)
 )
@@ -298,6 +299,11 @@ def rate_setting(rate: bytes | None, period: bytes | None) -> tuple[int, float] 
         return None
 
 
+# How many times a call is sent while the script cache keeps being flushed under it (a
+# Redis restart, a failover, SCRIPT FLUSH); redis-py's Script reloads before each.
+NOSCRIPT_TRIES = 3
+
+
 class ScriptedQueue:
     """Queue ``name``'s keys on ``client``, and gq's scripts to run on them."""
 
@@ -309,8 +315,14 @@ class ScriptedQueue:
         self._scripts: dict[str, Script] = registered(client, scripts.NAMES)
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        script, keys, args = self._scripts[name], list(keys), wire(args)
         with permission_errors(f"gq's {name} script"):
-            return self._scripts[name](keys=list(keys), args=wire(args))
+            for _ in range(NOSCRIPT_TRIES - 1):
+                try:
+                    return script(keys=keys, args=args)
+                except redis.exceptions.NoScriptError:
+                    continue  # flushed again between redis-py's reload and its call
+            return script(keys=keys, args=args)
 
     def _run_batches(self, name: str, keys: Sequence[str], batches: list[list[Any]]) -> list[Any]:
         """Run one script call per batch: a single call directly, several in one pipeline.
@@ -323,7 +335,16 @@ class ScriptedQueue:
         for args in batches:  # (a Pipeline is a redis.Redis: no cluster comes here)
             self._scripts[name](keys=list(keys), args=wire(args), client=cast(redis.Redis, pipe))
         with permission_errors(f"gq's {name} script"):
-            return list(pipe.execute())
+            replies = list(pipe.execute(raise_on_error=False))
+        # A flush between the pipeline's SCRIPT LOAD and its calls fails only those calls
+        # (the others ran): each goes again alone, so that none runs twice.
+        replies = [self._run(name, keys, args) if isinstance(reply, redis.exceptions.NoScriptError)
+                   else reply for args, reply in zip(batches, replies)]  # fmt: skip
+        failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
+        if failed is not None:
+            with permission_errors(f"gq's {name} script"):
+                raise failed
+        return replies
 
     def server_time(self) -> float:
         if self.cluster:  # the clock of the master that holds this queue
