@@ -123,6 +123,42 @@ async def perform_many_keeps_order_and_reports_duplicates(url: str, queue: str) 
     assert (await active(client, queue))[-2:] == ["n1", "n2"]
 
 
+def flush_after(call: Any, direct: Any) -> Any:
+    """``call``, then SCRIPT FLUSH on ``direct`` the first time: a restart or a second
+    flush landing just after redis-py loaded a script (tests/test_scripts.py's sync twin)."""
+    left = [1]
+
+    async def flushing(*args: Any, **kwargs: Any) -> Any:
+        reply = await call(*args, **kwargs)
+        if left:
+            left.pop()
+            await direct.script_flush()
+        return reply
+
+    return flushing
+
+
+@case
+async def a_flush_right_after_a_script_reload_is_sent_again(url: str, queue: str) -> None:
+    client = inspector(url)
+    async with gq.aio.Producer(queue, url=url) as producer:
+        redis_client = producer._queue.client
+        redis_client.script_load = flush_after(redis_client.script_load, client)
+        await client.script_flush()
+        assert await producer.perform(gq.Job(id="one")) == "one"
+        make_pipeline = redis_client.pipeline
+
+        def pipeline(**kwargs: Any) -> Any:
+            pipe = make_pipeline(**kwargs)
+            pipe.load_scripts = flush_after(pipe.load_scripts, client)
+            return pipe
+
+        redis_client.pipeline = pipeline
+        # Three calls in one pipeline; one sent twice would report its ids as duplicates.
+        ids = await producer.perform_many([b"job-%d" % i for i in range(2500)])
+    assert await active(client, queue) == ["one", *ids]
+
+
 @case
 async def a_duplicate_id_raises_and_changes_nothing(url: str, queue: str) -> None:
     async with gq.aio.Producer(queue, url=url) as producer:

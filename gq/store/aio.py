@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import redis
+
 from gq.store.base import (
+    NOSCRIPT_TRIES,
     UniqueEntry,
     check_client,
     flags,
+    flushed,
     full_queue_errors,
     push_batches,
     registered,
     schedule_batches,
+    settled,
     unique_calls,
     unique_replies,
     wire,
@@ -48,9 +53,8 @@ class AsyncRedisQueue:
 
     async def push_unique(self, entries: Sequence[UniqueEntry], mode: str) -> list[bool | str]:
         """``RedisQueue.push_unique``, awaited."""
-        script = self._scripts["push_unique"]
         with full_queue_errors():
-            replies = [await script(keys=keys, args=args)
+            replies = [await self._run("push_unique", keys, args)
                        for keys, args in unique_calls(self.keys, entries, mode)]  # fmt: skip
         return unique_replies(replies)
 
@@ -60,13 +64,25 @@ class AsyncRedisQueue:
         with full_queue_errors():
             return flags(await self._run_batches("push_group", keys, batches))
 
+    async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        """As ``RedisQueue._run``: sent again while the script cache is flushed under it."""
+        script, args = self._scripts[name], wire(args)
+        for _ in range(NOSCRIPT_TRIES - 1):
+            try:
+                return await script(keys=keys, args=args)
+            except redis.exceptions.NoScriptError:
+                continue
+        return await script(keys=keys, args=args)
+
     async def _run_batches(self, name: str, keys: list[str], batches: list[list[Any]]) -> list[Any]:
         """As ``RedisQueue._run_batches``: several calls go in one pipeline, except on a
-        cluster, whose pipeline cannot run scripts."""
-        script = self._scripts[name]
+        cluster, whose pipeline cannot run scripts; a call that met a flush goes again alone."""
         if len(batches) == 1 or self.cluster:
-            return [await script(keys=keys, args=wire(args)) for args in batches]
+            return [await self._run(name, keys, args) for args in batches]
+        script = self._scripts[name]
         pipe = self.client.pipeline(transaction=False)
         for args in batches:
             await script(keys=keys, args=wire(args), client=pipe)
-        return list(await pipe.execute())
+        replies = list(await pipe.execute(raise_on_error=False))
+        return settled([await self._run(name, keys, args) if flushed(reply) else reply
+                        for args, reply in zip(batches, replies)])  # fmt: skip

@@ -304,6 +304,19 @@ def rate_setting(rate: bytes | None, period: bytes | None) -> tuple[int, float] 
 NOSCRIPT_TRIES = 3
 
 
+def flushed(reply: Any) -> bool:
+    """Whether a pipelined script call failed because the script cache was flushed."""
+    return isinstance(reply, redis.exceptions.NoScriptError)
+
+
+def settled(replies: list[Any]) -> list[Any]:
+    """``replies`` of a pipeline run with ``raise_on_error=False``; raise the first error."""
+    failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
+    if failed is not None:
+        raise failed
+    return replies
+
+
 class ScriptedQueue:
     """Queue ``name``'s keys on ``client``, and gq's scripts to run on them."""
 
@@ -338,13 +351,10 @@ class ScriptedQueue:
             replies = list(pipe.execute(raise_on_error=False))
         # A flush between the pipeline's SCRIPT LOAD and its calls fails only those calls
         # (the others ran): each goes again alone, so that none runs twice.
-        replies = [self._run(name, keys, args) if isinstance(reply, redis.exceptions.NoScriptError)
-                   else reply for args, reply in zip(batches, replies)]  # fmt: skip
-        failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
-        if failed is not None:
-            with permission_errors(f"gq's {name} script"):
-                raise failed
-        return replies
+        replies = [self._run(name, keys, args) if flushed(reply) else reply
+                   for args, reply in zip(batches, replies)]  # fmt: skip
+        with permission_errors(f"gq's {name} script"):
+            return settled(replies)
 
     def server_time(self) -> float:
         if self.cluster:  # the clock of the master that holds this queue
