@@ -58,11 +58,33 @@ class Node:
 
 def start_node(
     root: Path, args: Sequence[str], *, sentinel: bool = False, port: int | None = None,
-    ready: bool = True,
+    ready: bool = True, bus: bool = False,
 ) -> Node:  # fmt: skip
-    """Start ``redis-server`` with ``args`` (a config file for a sentinel) in its own dir."""
+    """Start ``redis-server`` with ``args`` (a config file for a sentinel) in its own dir;
+    ``bus``: on a cluster bus port of its own (the default, port + 10000, fails above 55535
+    and may be taken).
+
+    A port this picks may be taken between free_port() and the server's bind (by another
+    process's outgoing connection, say): then it starts again on new ports, as
+    tests/helpers.start_redis_server does.
+    """
+    if port is not None:
+        return _launch(root, args, sentinel, port, ready)
+    for attempt in range(3):
+        extra = ["--cluster-port", str(free_port())] if bus else []
+        node = _launch(root, [*args, *extra], sentinel, free_port(), ready=False)
+        try:
+            wait_for_ping(node)
+            return node
+        except AssertionError:
+            node.stop()
+            if "Address already in use" not in node.log or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _launch(root: Path, args: Sequence[str], sentinel: bool, port: int, ready: bool) -> Node:
     exe = require("redis-server")
-    port = free_port() if port is None else port
     workdir = root / f"node-{uuid.uuid4().hex[:8]}"
     workdir.mkdir(parents=True, exist_ok=True)
     command = [exe]
@@ -137,15 +159,11 @@ def start_cluster(root: Path, masters: int = 3) -> Cluster:
     cli = require("redis-cli")
     args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
             "--cluster-config-file", "nodes.conf"]  # fmt: skip
-    # An explicit bus port: the default (port + 10000) fails above 55535 and may be taken.
-    nodes = [
-        start_node(root, [*args, "--cluster-port", str(free_port())], ready=False)
-        for _ in range(masters * 2)
-    ]
+    nodes: list[Node] = []
     cluster = Cluster(nodes, root)
     try:
-        for node in nodes:
-            wait_for_ping(node)
+        for _ in range(masters * 2):  # one by one, so that a failed start stops the others
+            nodes.append(start_node(root, args, bus=True))
         create = [cli, "--cluster", "create", *(f"{HOST}:{n.port}" for n in nodes),
                   "--cluster-replicas", "1", "--cluster-yes"]  # fmt: skip
         result = subprocess.run(create, capture_output=True, timeout=60)
