@@ -56,3 +56,28 @@ def test_a_fetch_landing_during_the_check_after_a_freeze_is_not_dropped() -> Non
     liveness._after_freeze(4.0, processor.drop_buffered, processor.buffered_jobs)
 
     assert [job.id for job in processor.buffered_jobs()] == ["still-mine", "fetched-meanwhile"]
+
+
+def test_jobs_fetched_during_the_check_are_kept_even_where_they_reuse_a_run_jobs_memory() -> None:
+    # The jobs buffered before the read are told apart by identity: while the read is on the
+    # wire, handlers may take them, run them and let them go, and a job fetched meanwhile
+    # then often gets a freed one's address (CPython reuses it at once): id() alone would
+    # take the new job for an old one, and drop it.
+    processor = Processor(
+        {"q": _Queue(set(), None)},  # type: ignore[dict-item]
+        "c", ConsumerOptions(), lambda job: None, lambda error: None, "test",
+    )  # fmt: skip
+    processor.put([_job(f"ran-{i}") for i in range(50)])
+
+    def run_all_then_fetch() -> None:
+        while not processor.buffer.empty():
+            processor.buffer.get_nowait()  # run elsewhere, then freed
+        fetched = [f"fetched-{i}" for i in range(50)]
+        queue.owned.update(fetched)
+        processor.put([_job(job_id) for job_id in fetched])
+
+    queue = _Queue(set(), run_all_then_fetch)
+    liveness = Liveness({"q": queue}, "c", ConsumerOptions(), "test")  # type: ignore[dict-item]
+    liveness._after_freeze(4.0, processor.drop_buffered, processor.buffered_jobs)
+
+    assert [job.id for job in processor.buffered_jobs()] == [f"fetched-{i}" for i in range(50)]

@@ -126,7 +126,8 @@ class Liveness:
         yields, and a fetch that lands meanwhile buffers jobs this consumer owns that the
         read did not see. Dropped, they stayed in flight for good (the consumer lives on
         and heartbeats, so no custodian recovers them)."""
-        before = {id(job) for job in buffered()}
+        # id -> the job itself: held, so that no job fetched meanwhile can take its id().
+        before = {id(job): job for job in buffered()}
         try:
             owned = self._registered_again()
         except (redis.RedisError, GQError) as exc:
