@@ -16,8 +16,8 @@ import timeit
 from typing import Any
 
 import gq
-from gq import envelope
-from gq.taskopts import wire
+from gq.tasks import envelope
+from gq.tasks.options import wire
 
 
 def _apps() -> tuple[Any, Any]:

@@ -166,11 +166,11 @@ def bytes_per_result(url: str, n: int = 10_000) -> dict[str, float]:
     """used_memory per kept result of a noop task (None) and of one returning 100 bytes:
     n jobs acknowledged with their results against n acknowledged plainly (an ack frees
     the job's message either way)."""
-    from gq import envelope
     from gq import job as jobs
-    from gq.outcome import finisher
     from gq.store.outcomes import finish
     from gq.store.tasks import TaskQueue
+    from gq.tasks import envelope
+    from gq.tasks.outcome import finisher
 
     queue = f"bench-mem-{uuid.uuid4().hex[:8]}"
     direct = redis.Redis.from_url(url)

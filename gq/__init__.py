@@ -9,8 +9,6 @@ from typing import TYPE_CHECKING, Any
 from gq.version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from gq.app import App
-    from gq.dispatch import CurrentJob, current_job
     from gq.errors import (
         AckJobError,
         ConfigurationError,
@@ -38,10 +36,12 @@ if TYPE_CHECKING:
     from gq.periodic import Periodic
     from gq.producer import Producer
     from gq.queue import Queue
-    from gq.results import Result
-    from gq.task import Signature, Task
+    from gq.tasks.app import App
+    from gq.tasks.dispatch import CurrentJob, current_job
+    from gq.tasks.results import Result
+    from gq.tasks.task import Signature, Task
+    from gq.tasks.workflows import chain, group
     from gq.worker.consumer import Consumer
-    from gq.workflows import chain, group
 
 
 __all__ = [
@@ -90,14 +90,14 @@ _MODULES = {
     "ConsumerOptions": "gq.options",
     "Periodic": "gq.periodic",
     "Queue": "gq.queue",
-    "App": "gq.app",
-    "Task": "gq.task",
-    "Signature": "gq.task",
-    "Result": "gq.results",
-    "CurrentJob": "gq.dispatch",
-    "current_job": "gq.dispatch",
-    "chain": "gq.workflows",
-    "group": "gq.workflows",
+    "App": "gq.tasks.app",
+    "Task": "gq.tasks.task",
+    "Signature": "gq.tasks.task",
+    "Result": "gq.tasks.results",
+    "CurrentJob": "gq.tasks.dispatch",
+    "current_job": "gq.tasks.dispatch",
+    "chain": "gq.tasks.workflows",
+    "group": "gq.tasks.workflows",
 }
 
 

@@ -48,7 +48,7 @@ class Job:
     #: and not a field: a fourth constructor argument cost every job of the drain
     #: measurably, and the queue is not part of the job's identity).
     queue = ""
-    #: What acknowledging this job also writes (``gq.outcome.Outcome``: its result, a
+    #: What acknowledging this job also writes (``gq.tasks.outcome.Outcome``: its result, a
     #: workflow's next step), set by the processor on a task job that keeps one; None
     #: on the others, whose ack stays the plain one. A class attribute, not a field, as
     #: ``queue`` is: outside the Job's identity, repr and constructor.

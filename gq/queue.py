@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gq import groups
 from gq import job as jobs
 from gq.errors import ConfigurationError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
@@ -23,6 +22,7 @@ from gq.store.admin import FlowState, QueueAdmin
 from gq.store.config import resolve_client
 from gq.store.groups import group_limits as get_group_limits
 from gq.store.groups import set_group_limits
+from gq.tasks import groups
 
 Rate = tuple[int, float]
 # The bounds of a rate limit (lib/flow.lua holds the same): its period at most 30 days in

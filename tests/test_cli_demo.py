@@ -13,9 +13,9 @@ import sys
 import pytest
 
 import gq
-from gq import envelope
 from gq import job as jobs
 from gq.cli import demo
+from gq.tasks import envelope
 from tests.cli_support import ADMIN, ROOT, closed_port_url, env_for, run
 from tests.helpers import Backend, RedisServer
 from tests.queue_sides import BothSides

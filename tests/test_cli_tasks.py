@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import gq
-from gq import envelope
 from gq import job as jobs
+from gq.tasks import envelope
 from tests.cli_support import ADMIN, env_for, run
 from tests.dashboard_support import make_dead
 from tests.helpers import RedisServer, delete_keys

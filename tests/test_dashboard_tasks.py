@@ -12,7 +12,8 @@ import pytest
 import redis
 
 import gq
-from gq import dashboard, envelope
+from gq import dashboard
+from gq.tasks import envelope
 from tests.dashboard_support import Http, make_dead, registered_queue, serving
 from tests.helpers import Backend
 from tests.queue_sides import BothSides

@@ -11,7 +11,8 @@ import redis
 from selenium.webdriver.common.by import By
 
 import gq
-from gq import dashboard, envelope
+from gq import dashboard
+from gq.tasks import envelope
 from tests.dashboard_support import browser_session, make_dead, registered_queue, serving
 from tests.helpers import RedisServer
 from tests.queue_sides import BothSides

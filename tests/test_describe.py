@@ -1,12 +1,12 @@
-"""gq.describe: a task job's name and arguments as short, printable text, shared by the
+"""gq.tasks.describe: a task job's name and arguments as short, printable text, shared by the
 dashboard and the gq views."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from gq import envelope
-from gq.describe import VALUE_CHARS, describe, shown
+from gq.tasks import envelope
+from gq.tasks.describe import VALUE_CHARS, describe, shown
 
 
 def test_a_task_shows_as_a_call_with_its_arguments_in_order() -> None:

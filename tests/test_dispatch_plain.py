@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gq
-from gq import envelope, outcome
 from gq.errors import EnvelopeError
+from gq.tasks import envelope, outcome
 
 NAMES = ["noop", "a", "x" * 31, "x" * 32, "x" * 56, "tâche"]
 KNOWN = {envelope.plain_prefix(name): (envelope.own_suffix({}), name) for name in NAMES}
@@ -237,7 +237,7 @@ def test_a_call_carrying_its_tasks_own_options_is_read_by_its_bytes(
     own = envelope.encode("deliver", ["u"], {}, {"retries": 3, "timeout": 5.0, "backoff": 2.0})
     other = envelope.encode("deliver", ["u"], {}, {"retries": 1})
     plan_of = app.plan
-    monkeypatch.setattr("gq.dispatch._fields", lambda data: pytest.fail("read by fields()"))
+    monkeypatch.setattr("gq.tasks.dispatch._fields", lambda data: pytest.fail("read by fields()"))
     for data in (own, envelope.encode("deliver", ["u"], {})):
         plan = plan_of(gq.Job("id-1", data))
         options = (plan.timeout, plan.max_attempts, plan.max_backoff, plan.finish)

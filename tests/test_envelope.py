@@ -13,7 +13,7 @@ import msgpack
 import pytest
 
 import gq
-from gq import envelope
+from gq.tasks import envelope
 
 UTC = dt.timezone.utc
 

@@ -12,9 +12,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import gq
-from gq import dashboard
+from gq import dashboard, display
 from gq import job as jobs
-from gq.cli import formatting
 from gq.dashboard import filters
 from tests.cli_support import ADMIN, env_for, run
 from tests.dashboard_support import Http, registered_queue, serving
@@ -57,10 +56,10 @@ def test_a_schedule_within_the_bound_is_stored(backend: Backend) -> None:
 def test_every_time_formatter_is_total(value: float) -> None:
     now = 1_700_000_000.0
     shown = [
-        formatting.age(value),
-        formatting.relative(value, now),
-        formatting.relative(now, value),
-        formatting.local_time(value),
+        display.age(value),
+        display.relative(value, now),
+        display.relative(now, value),
+        display.local_time(value),
         filters.duration(value),
         filters.utc(value),
         filters.ago(value, now),
@@ -71,9 +70,9 @@ def test_every_time_formatter_is_total(value: float) -> None:
 
 
 def test_far_and_infinite_times_read_as_words() -> None:
-    assert formatting.age(math.inf) == "forever"
-    assert formatting.age(math.nan) == "-"
-    assert formatting.age(86400 * 365 * 3 + 86400 * 5) == "3y005d"
+    assert display.age(math.inf) == "forever"
+    assert display.age(math.nan) == "-"
+    assert display.age(86400 * 365 * 3 + 86400 * 5) == "3y005d"
     assert filters.utc(1e15) == "after year 9999"
     assert filters.utc(-1e15) == "before year 1"
     assert filters.ago(math.inf, 0) == "never"

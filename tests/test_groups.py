@@ -364,7 +364,7 @@ def test_stats_show_the_busiest_groups(backend: Backend) -> None:
 
 def test_group_metrics_are_opt_in_and_bounded(backend: Backend) -> None:
     prometheus_client = pytest.importorskip("prometheus_client")
-    from gq.group_metrics import GroupCollector
+    from gq.tasks.group_metrics import GroupCollector
 
     push(backend, [(f"g{k}-{i}", f"g{k}") for k in range(30) for i in range(k + 1)])
     registry = prometheus_client.CollectorRegistry()

@@ -13,8 +13,8 @@ import gevent
 import pytest
 
 import gq
-from gq import envelope
 from gq.store.groupkeys import group_key
+from gq.tasks import envelope
 from tests.cli_support import ADMIN, env_for, run
 from tests.group_support import held, waiting
 from tests.helpers import Backend, RedisServer, delete_keys, wait_until
@@ -185,7 +185,7 @@ def test_a_group_rate_limit_paces_a_running_consumer(backend: Backend, run_app: 
 
 
 def test_testing_worker_drains_grouped_tasks() -> None:
-    from gq import testing
+    from gq.tasks import testing
 
     app = gq.App(queue="grouped")
     ran: list[str] = []

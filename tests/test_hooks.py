@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import gq
-from gq.hooks import Attempt, Enqueueing
-from gq.joblog import JobFields
+from gq.tasks.hooks import Attempt, Enqueueing
+from gq.tasks.joblog import JobFields
 from tests.cli_support import WORKER, env_for, log_lines, run
 from tests.helpers import Backend, RedisServer, delete_keys, wait_until
 from tests.task_support import dead, make_app, run_app, stored

@@ -1,7 +1,7 @@
 """A kept result's record built from the envelope's bytes (issue 22's worker cost): for a
 call read by its bytes (``envelope.own_call``: positional arguments, the task's own
 options) the worker writes the record as the task's head, the args' bytes as the
-envelope carries them, the attempt and the packed value (``gq.outcome.OwnFinisher``).
+envelope carries them, the attempt and the packed value (``gq.tasks.outcome.OwnFinisher``).
 It must read (``Record.read``) exactly as the dict path's record does, for any call and
 any value; the calls of a workflow and those read by ``fields()`` keep the dict path."""
 
@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gq
-from gq import envelope
-from gq.outcome import GATHER, THEN, Finisher, Outcome, OwnFinisher, Record, finisher
 from gq.store.outcomes import read_state
 from gq.store.tasks import TaskQueue
+from gq.tasks import envelope
+from gq.tasks.outcome import GATHER, THEN, Finisher, Outcome, OwnFinisher, Record, finisher
 from tests.helpers import Backend
 from tests.task_support import make_app, run_app, stored
 

@@ -13,12 +13,12 @@ import pytest
 import redis
 
 import gq
-from gq import envelope
 from gq import job as jobs
-from gq.outcome import Op, Outcome, finisher, pack
 from gq.store.base import as_text
 from gq.store.outcomes import finish, read_state, recent
 from gq.store.tasks import TaskQueue
+from gq.tasks import envelope
+from gq.tasks.outcome import Op, Outcome, finisher, pack
 from tests.helpers import Backend, kept_pttl
 
 

@@ -148,7 +148,7 @@ def test_many_waiters_share_one_subscriber(backend: Backend, run_app: Any) -> No
     run_app(app)
     gevent.joinall(waiters, timeout=15, raise_error=True)
     assert [w.value for w in waiters] == [i * i for i in range(20)]
-    from gq import waiting
+    from gq.tasks import waiting
 
     assert len({id(s[2]) for s in waiting._SUBSCRIBERS.values()}) >= 1
 

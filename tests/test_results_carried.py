@@ -8,11 +8,11 @@ from __future__ import annotations
 import gevent
 
 import gq
-from gq import envelope
 from gq import job as jobs
-from gq.outcome import Outcome, Record, finisher
 from gq.store.outcomes import PLAIN, finish, read_state
 from gq.store.tasks import TaskQueue
+from gq.tasks import envelope
+from gq.tasks.outcome import Outcome, Record, finisher
 from gq.worker.acker import Acker
 from tests.helpers import Backend, kept_pttl
 

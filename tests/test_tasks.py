@@ -13,7 +13,7 @@ import fakeredis
 import pytest
 
 import gq
-from gq import envelope
+from gq.tasks import envelope
 from tests.helpers import Backend
 from tests.task_support import make_app, scheduled, stored
 

@@ -24,10 +24,10 @@ def test_mypy_checks_task_calls() -> None:
     # (mypy >= 1.11 writes builtins without their module)
     notes = [note.replace("builtins.", "") for note in notes]
     assert notes == [
-        '"gq.results.Result[int]"',
+        '"gq.tasks.results.Result[int]"',
         '"int"',
         '"int"',
-        '"gq.results.Result[int]"',
+        '"gq.tasks.results.Result[int]"',
     ], result.stdout
     errors = [line for line in lines if ": error:" in line]
     rejected = {int(line.split(":")[1]) for line in errors}

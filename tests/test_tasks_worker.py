@@ -12,7 +12,7 @@ import msgpack
 import pytest
 
 import gq
-from gq import envelope
+from gq.tasks import envelope
 from tests.helpers import Backend, stays_true, wait_until
 from tests.task_support import dead, make_app, push_raw, run_app, scheduled, stored
 

@@ -36,7 +36,7 @@ def send_email(to: str, subject: str) -> None: ...
 USER_TESTS = """
 import gevent.monkey
 import pytest
-from gq import testing
+from gq.tasks import testing
 
 from tasks import app, deliver, send_email
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import gq
-from gq import testing
+from gq.tasks import testing
 from tests.helpers import Backend, wait_until
 from tests.task_support import dead, make_app, run_app
 

@@ -10,11 +10,11 @@ import os
 import sys
 import time
 
-import gevent  # noqa: F401 - as in a worker: both variants import it (gq.hooks does)
+import gevent  # noqa: F401 - as in a worker: both variants import it (gq.tasks.hooks does)
 
 import gq
-from gq import envelope
 from gq.job import Job
+from gq.tasks import envelope
 
 app = gq.App(url="redis://127.0.0.1:1/0", queue="micro")  # never reached
 

@@ -98,7 +98,7 @@ def data(mode: str, i: int) -> bytes:
     """A job's Data: a noop task's envelope (as ``noop.enqueue(i)`` writes it), else bytes."""
     if mode != "task":
         return b"x" * 16
-    from gq import envelope
+    from gq.tasks import envelope
 
     return envelope.encode("noop", [i], {})
 

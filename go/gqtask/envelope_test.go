@@ -12,7 +12,7 @@ import (
 	"github.com/mcmathja/curlyq"
 )
 
-// fromPython is gq.envelope.encode("deliver", ["https://a", {"event": "paid", "n": [1, 2.5,
+// fromPython is gq.tasks.envelope.encode("deliver", ["https://a", {"event": "paid", "n": [1, 2.5,
 // None, True]}], {"tenant": "acme", "blob": b"\x00\x01", "when": datetime(2026, 12, 1, 12,
 // 0, 0, 500000, utc)}, {"retries": 3, "timeout": 30.0, "expires": 1796126400.25,
 // "future_key": "x"}, {"traceparent": "00-abc"}), as gq's Python side writes it.

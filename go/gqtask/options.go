@@ -8,7 +8,7 @@ import (
 
 // Options are the envelope's opts: what gq's worker enforces for this job. Zero values
 // are left out of the envelope, so gq falls back to the task's or the worker's defaults.
-// The key names are gq's (gq/envelope.py).
+// The key names are gq's (gq/tasks/envelope.py).
 type Options struct {
 	// Retries ("retries"): how many times a failing job runs again (at most Retries+1
 	// runs). A pointer because 0 (never retry) differs from unset: use RetriesOf(n).

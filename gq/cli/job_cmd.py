@@ -1,5 +1,5 @@
 """``gq job ID``: one job's status, task, arguments, attempts, times, and result or error
-(gq.jobview), as text or ``--json``. Exit 1 when gq knows nothing of the id."""
+(gq.tasks.jobview), as text or ``--json``. Exit 1 when gq knows nothing of the id."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 from gq.cli import EXIT_FATAL, EXIT_OK
 from gq.cli.common import Parser, subcommand
-from gq.cli.formatting import json_safe, local_time
-from gq.jobview import job_view
+from gq.display import json_safe, local_time
 from gq.queue import Queue
+from gq.tasks.jobview import job_view
 
 _TIMES = ("ready_at", "due", "since", "finished")
 

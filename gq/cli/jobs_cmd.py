@@ -9,7 +9,6 @@ from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import Any, Callable, TypeVar
 
-from gq import envelope
 from gq import job as jobs
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError
@@ -18,18 +17,18 @@ from gq.cli.formatting import (
     MessageView,
     data_fields,
     data_preview,
-    local_time,
     print_json_lines,
     read_message,
-    relative,
     shorten,
     table,
 )
+from gq.display import local_time, relative
 from gq.errors import JobAlreadyExistsError
 from gq.producer import Producer
 from gq.queue import Queue
 from gq.store.admin import Entry, QueueAdmin
 from gq.store.base import MAX_BATCH
+from gq.tasks import envelope
 
 T = TypeVar("T")
 Entries = list[Entry]

@@ -13,9 +13,9 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from gq.joblog import FIELDS, JobFields, suffix
 from gq.store.topology import hide
 from gq.store.topology import url_secrets as url_secrets  # (the commands' import)
+from gq.tasks.joblog import FIELDS, JobFields, suffix
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMATS = ("text", "json")
@@ -33,7 +33,7 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
-        # The job a line is about (gq.joblog) after its first line, before a traceback.
+        # The job a line is about (gq.tasks.joblog) after its first line, before a traceback.
         first, newline, rest = text.partition("\n")
         return scrub(first + suffix(record) + newline + rest, self.secrets)
 
@@ -54,7 +54,7 @@ class JsonFormatter(logging.Formatter):
             "message": scrub(record.getMessage(), self.secrets),
             "pid": record.process,
         }
-        for name in FIELDS:  # the job the line is about (gq.joblog)
+        for name in FIELDS:  # the job the line is about (gq.tasks.joblog)
             value = getattr(record, name, None)
             if value is not None:
                 entry[name[3:]] = scrub(value, self.secrets)

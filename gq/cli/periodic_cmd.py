@@ -11,7 +11,8 @@ from typing import Any
 
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError
-from gq.cli.formatting import local_time, print_json_lines, relative, table
+from gq.cli.formatting import print_json_lines, table
+from gq.display import local_time, relative
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic, ScheduleInfo, check_schedule, describe
 from gq.queue import Queue

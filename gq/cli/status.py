@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from gq.cli import EXIT_OK, facts_view, flow_cmd, group_cmd
-from gq.cli.formatting import age, json_safe, local_time, print_json_lines, relative, table
+from gq.cli.formatting import print_json_lines, table
+from gq.display import age, json_safe, local_time, relative
 from gq.queue import Queue
 
 # What a line of `gq consumers --json` copies from gq.queue.consumer_report.

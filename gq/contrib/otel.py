@@ -27,11 +27,11 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 import gq
-from gq.app import App
-from gq.hooks import Attempt, Enqueueing, outcome_of
+from gq.tasks.app import App
+from gq.tasks.hooks import Attempt, Enqueueing, outcome_of
 
 SYSTEM = "gq"
-#: The outcomes that mean the job's work was not done (gq.hooks.outcome_of).
+#: The outcomes that mean the job's work was not done (gq.tasks.hooks.outcome_of).
 ERRORS = frozenset({"failed", "kill"})
 
 

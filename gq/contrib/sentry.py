@@ -33,8 +33,8 @@ import sentry_sdk
 from sentry_sdk.scope import add_global_event_processor, should_send_default_pii
 from sentry_sdk.utils import event_from_exception
 
-from gq.app import App
-from gq.hooks import Attempt, Enqueueing, outcome_of
+from gq.tasks.app import App
+from gq.tasks.hooks import Attempt, Enqueueing, outcome_of
 
 #: What the SDK puts where it leaves a value out (sentry_sdk.utils's own constant).
 FILTERED = "[Filtered]"

@@ -6,7 +6,7 @@ import math
 from datetime import timezone
 from typing import Any, Callable
 
-from gq.cli.formatting import age, clock_time, relative
+from gq.display import age, clock_time, relative
 
 MISSING = "-"
 

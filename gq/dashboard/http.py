@@ -12,7 +12,7 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
-from gq.cli.formatting import json_safe
+from gq.display import json_safe
 
 # A form post is a few ids and a token; anything much larger is not ours.
 MAX_BODY = 1 << 20

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gq import groups as group_view
 from gq import job as jobs
-from gq.describe import TaskView, describe
 from gq.queue import consumer_report, flow_report, snapshot
 from gq.store.admin import Entry, QueueAdmin
+from gq.tasks import groups as group_view
+from gq.tasks.describe import TaskView, describe
 
 # Job data shown in a list is cut here; the job's own page shows up to DETAIL_BYTES.
 PREVIEW_CHARS = 2000
@@ -56,7 +56,7 @@ def flow(rq: QueueAdmin) -> dict[str, Any]:
 
 def groups(rq: QueueAdmin) -> dict[str, Any]:
     """The busiest groups and every group's limits: what ``gq stats --json`` shows under
-    "groups" (gq.groups.report)."""
+    "groups" (gq.tasks.groups.report)."""
     return group_view.report(rq)
 
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from gq.dashboard import model
 from gq.dashboard.http import HTTPError, Request, Response
-from gq.describe import _Texts
-from gq.jobview import job_view, recent_results
 from gq.store.admin import QueueAdmin
+from gq.tasks.describe import _Texts
+from gq.tasks.jobview import job_view, recent_results
 
 if TYPE_CHECKING:
     from gq.dashboard.site import Site

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gq import envelope
 from gq import job as jobs
 from gq.errors import EnvelopeError
+from gq.tasks import envelope
 
 #: The suffixes, in the order lib/groups.lua's ``group_keys`` reads them.
 GROUP_KEY_NAMES = ("ring", "parked", "lines", "state", "limits", "of", "later")

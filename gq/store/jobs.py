@@ -31,7 +31,7 @@ from gq.store.signals import wait_for_any_signal as wait_for_any_signal
 from gq.store.signals import wait_for_signal
 
 if TYPE_CHECKING:
-    from gq.outcome import Outcome
+    from gq.tasks.outcome import Outcome
 
 # How long a cancel request for a job in flight is kept (s): its consumer reads it within
 # a second; one that never comes back had its jobs recovered, and recover.lua drops them.

@@ -18,10 +18,10 @@ from typing import Any
 
 from gq.errors import ResultUnavailable
 from gq.job import ID_ERRORS
-from gq.outcome import Outcome, Record, unpack
 from gq.store.base import MAX_BATCH, ScriptedQueue, as_text, chunks
 from gq.store.groupkeys import group_keys
 from gq.store.keys import QueueKeys
+from gq.tasks.outcome import Outcome, Record, unpack
 
 #: The entry of a job with nothing to keep, in a batch of ack_results.lua.
 PLAIN = Outcome(b"", 0.0)

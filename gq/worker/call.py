@@ -38,7 +38,7 @@ class Plan:
         self.max_attempts = max_attempts
         self.max_backoff = max_backoff
         self.task = task
-        #: A task job's ``gq.outcome.Finisher`` (it keeps a result or continues a workflow).
+        #: A task job's ``gq.tasks.outcome.Finisher`` (it keeps a result or continues a workflow).
         self.finish = finish
         self.args = args
 

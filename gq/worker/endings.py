@@ -26,15 +26,15 @@ from gq.errors import (
     RetryJobError,
 )
 from gq.job import Job
-from gq.joblog import fields_of
 from gq.options import ConsumerOptions
 from gq.store.jobs import RedisQueue
+from gq.tasks.joblog import fields_of
 from gq.worker.acker import Acker, not_owned, persist
 from gq.worker.call import Plan, describe, retry_delay
 from gq.worker.ledger import Ledger
 
 if TYPE_CHECKING:
-    from gq.outcome import Outcome
+    from gq.tasks.outcome import Outcome
 
 log = logging.getLogger("gq.processor")
 

@@ -25,9 +25,9 @@ from gq.errors import (
     JobTimeout,
 )
 from gq.job import Job
-from gq.joblog import fields_of
 from gq.options import AUTO, ConsumerOptions
 from gq.store.jobs import RedisQueue
+from gq.tasks.joblog import fields_of
 from gq.worker import asyncio_loop, watchdog
 from gq.worker.acker import Acker
 from gq.worker.call import Plan

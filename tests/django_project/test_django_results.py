@@ -152,8 +152,8 @@ def test_result_ttl_zero_keeps_none_and_says_so(client: redis.Redis, django_url:
     from django.tasks import task_backends
     from shop import tasks
 
-    from gq import envelope
     from gq import job as jobs
+    from gq.tasks import envelope
 
     def opts(result_id: str) -> dict[str, Any]:
         message = client.hget("default:data", result_id)

@@ -1,6 +1,6 @@
 """gq's results as Django's ``TaskResult`` (status, return value, errors).
 
-``read`` looks the id up on each queue of the backend with ``gq.jobview.job_view`` (what
+``read`` looks the id up on each queue of the backend with ``gq.tasks.jobview.job_view`` (what
 ``gq job`` shows: one round trip per queue): the kept outcome once the job ended (for
 the backend's ``RESULT_TTL``), else the job's message while it waits, runs or lies in
 dead. ``to_task_result`` is the one place the two models meet.
@@ -23,7 +23,7 @@ from django.utils.module_loading import import_string
 
 import gq
 import gq.errors
-from gq.jobview import job_view
+from gq.tasks.jobview import job_view
 
 #: gq's statuses (SPEC 16) as Django's; "missing" is TaskResultDoesNotExist.
 STATUSES = {

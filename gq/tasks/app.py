@@ -9,23 +9,23 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, overload
 
 import redis
 
-from gq import enqueuer
 from gq.errors import ConfigurationError
-from gq.hooks import EnqueueRun, Hook, Hooks
 from gq.job import Job
 from gq.periodic import Periodic
 from gq.producer import DEFAULT_MAX_MESSAGE_BYTES, ProducerCore
-from gq.results import Result
 from gq.store.config import check_queue_name, resolve_client
 from gq.store.outcomes import gathered
 from gq.store.tasks import TaskQueue
-from gq.task import Call, P, R, Signature, Task
-from gq.taskopts import TaskOptions, split
+from gq.tasks import enqueuer
+from gq.tasks.hooks import EnqueueRun, Hook, Hooks
+from gq.tasks.options import TaskOptions, split
+from gq.tasks.results import Result
+from gq.tasks.task import Call, P, R, Signature, Task
 from gq.worker.call import Plan
 
 if TYPE_CHECKING:
-    from gq.dispatch import Dispatcher
     from gq.store.aio import AsyncRedisQueue
+    from gq.tasks.dispatch import Dispatcher
 
 H = TypeVar("H", bound=Callable[[Job], object])
 
@@ -145,23 +145,23 @@ class App:
         self.schedules.append(schedule)
         return schedule
 
-    # -- hooks (gq.hooks: where integrations plug in) ---------------------------------------
+    # -- hooks (hooks.py: where integrations plug in) ---------------------------------------
 
     def on_enqueue(self, hook: Hook) -> Hook:
-        """Call ``hook(gq.hooks.Enqueueing)`` for every job enqueued, before its envelope
+        """Call ``hook(gq.tasks.hooks.Enqueueing)`` for every job enqueued, before its envelope
         is written (it may set ``headers``); a context manager it returns wraps the write."""
         self.hooks.enqueue.append(hook)
         return hook
 
     def before_job(self, hook: Hook) -> Hook:
-        """Call ``hook(gq.hooks.Attempt)`` before each run of a task's job; a context
+        """Call ``hook(gq.tasks.hooks.Attempt)`` before each run of a task's job; a context
         manager it returns wraps the run (exited with the run's exception)."""
         self.hooks.before.append(hook)
         self._forget_dispatcher()
         return hook
 
     def after_job(self, hook: Hook) -> Hook:
-        """Call ``hook(gq.hooks.Attempt)`` after each run of a task's job, with its
+        """Call ``hook(gq.tasks.hooks.Attempt)`` after each run of a task's job, with its
         ``outcome``, ``error``, ``result`` and ``duration``."""
         self.hooks.after.append(hook)
         self._forget_dispatcher()
@@ -181,7 +181,7 @@ class App:
     def dispatcher(self) -> Dispatcher:
         """The dispatcher over the tasks registered so far (rebuilt after a registration)."""
         if self._dispatcher is None:
-            from gq.dispatch import Dispatcher
+            from gq.tasks.dispatch import Dispatcher
 
             self._dispatcher = Dispatcher(
                 self.tasks, self.raw_handlers, self.server_now, self.hooks, self.gather_results
@@ -193,7 +193,7 @@ class App:
 
     @property
     def plan(self) -> Callable[[Job], Plan]:
-        """``plan(job)``: how a worker runs ``job`` (gq.dispatch); a consumer given the app
+        """``plan(job)``: how a worker runs ``job`` (gq.tasks.dispatch); a consumer given the app
         calls it for every job. The dispatcher's own method, so that a job costs no call
         through the app."""
         return self.dispatcher().plan
@@ -326,8 +326,8 @@ def periodic_data(sig: Signature[Any]) -> bytes:
     """The envelope of a periodic entry's job: its task's options, but ``expires`` and
     ``unique_for``, which are relative to an enqueue and so have no meaning in data
     written once for every occurrence."""
-    from gq import envelope
-    from gq.taskopts import wire
+    from gq.tasks import envelope
+    from gq.tasks.options import wire
 
     task = sig.task
     binds = task.binder.check(sig.args, sig.kwargs)

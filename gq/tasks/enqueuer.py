@@ -13,20 +13,20 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
-from gq import envelope
 from gq.errors import ConfigurationError, JobAlreadyExistsError
-from gq.groups import group_of
 from gq.job import Job
 from gq.producer import ProducerCore, _seconds, _unix_time
-from gq.results import Result
 from gq.store.groups import GroupEntry, push_group
-from gq.taskopts import lock_name, wire
+from gq.tasks import envelope
+from gq.tasks.groups import group_of
+from gq.tasks.options import lock_name, wire
+from gq.tasks.results import Result
 
 if TYPE_CHECKING:
-    from gq.hooks import EnqueueRun
     from gq.store.aio import AsyncRedisQueue
     from gq.store.tasks import TaskQueue
-    from gq.task import Call
+    from gq.tasks.hooks import EnqueueRun
+    from gq.tasks.task import Call
 
 Calls = Sequence[tuple[Sequence[Any], dict[str, Any]]]
 _uuid4 = uuid.uuid4

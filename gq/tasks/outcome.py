@@ -16,9 +16,9 @@ from typing import Any
 
 import msgpack
 
-from gq import envelope
 from gq import job as jobs
 from gq.job import Job
+from gq.tasks import envelope
 
 #: Workflow opts in the envelope: ``then`` (follow-ups run when the job succeeds),
 #: ``gather`` (a group callback: prepend the members' results).
@@ -251,7 +251,7 @@ def step_message(spec: dict[str, Any], value: Any) -> bytes:
 
 def finisher(job: Job, fields: envelope.Fields) -> Finisher | None:
     """The job's Finisher when it keeps a result or continues a workflow, else None (the
-    plain ack, at no cost). ``fields``: the envelope as gq.envelope.fields reads it."""
+    plain ack, at no cost). ``fields``: the envelope as gq.tasks.envelope.fields reads it."""
     opts = fields[3]
     ttl, then = opts.get("result_ttl"), opts.get(THEN)
     return Finisher(job, fields, ttl, then) if ttl or then else None

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from gq import envelope
 from gq.errors import EnvelopeError
+from gq.tasks import envelope
 
 # One argument's text is cut to this many characters in a list; a job's page passes more.
 VALUE_CHARS = 80

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Callable, Generic, Protocol, TypeVar, Union
 
-from gq.results import Result
-from gq.taskopts import Binder, TaskOptions, split
+from gq.tasks.options import Binder, TaskOptions, split
+from gq.tasks.results import Result
 
 if sys.version_info >= (3, 10):
     from typing import ParamSpec

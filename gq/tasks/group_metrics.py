@@ -4,7 +4,7 @@ series per tenant, which a service with 10,000 tenants must choose, not get. Onl
 how many groups have jobs waiting::
 
     registry = prometheus_client.CollectorRegistry()
-    registry.register(gq.group_metrics.GroupCollector(client, ["webhooks"], top=20))
+    registry.register(gq.tasks.group_metrics.GroupCollector(client, ["webhooks"], top=20))
 
 ``gq_group_jobs{queue, group, state="waiting"|"held"}`` and ``gq_groups_waiting{queue}``.
 """

@@ -19,19 +19,19 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
-from gq import envelope
 from gq.errors import EnvelopeError, Kill, UnknownTaskError
-from gq.hooks import Attempt
 from gq.job import Job
-from gq.joblog import CURRENT as _CURRENT
-from gq.joblog import fields as log_fields
-from gq.outcome import GATHER, OwnFinisher, OwnRecords, finisher
-from gq.taskopts import TaskOptions, wire
+from gq.tasks import envelope
+from gq.tasks.hooks import Attempt
+from gq.tasks.joblog import CURRENT as _CURRENT
+from gq.tasks.joblog import fields as log_fields
+from gq.tasks.options import TaskOptions, wire
+from gq.tasks.outcome import GATHER, OwnFinisher, OwnRecords, finisher
 from gq.worker.call import Plan
 
 if TYPE_CHECKING:
-    from gq.hooks import Hooks
-    from gq.task import Task
+    from gq.tasks.hooks import Hooks
+    from gq.tasks.task import Task
 
 log = logging.getLogger("gq.dispatch")
 
@@ -171,7 +171,8 @@ class _Entry:
 
     def own_plan(self, job: Job, args: list[Any], raw: bytes) -> Plan:
         """``plain_plan`` for a call whose opts are the task's own (its result_ttl, say):
-        its result, if kept, recorded from its args' bytes ``raw`` (gq.outcome.OwnFinisher)."""
+        its result, if kept, recorded from its args' bytes ``raw``
+        (gq.tasks.outcome.OwnFinisher)."""
         if not self.least <= len(args) <= self.most:
             self._bind(args, {})
         fields: envelope.Fields = (self.name, args, {}, dict(self.own), {})  # (hooks see it)
@@ -251,7 +252,7 @@ class _Entry:
         return result
 
     def hooked(self, job: Job, fields: envelope.Fields) -> object:
-        """``run`` between the app's job hooks (gq.hooks), inside the job's context."""
+        """``run`` between the app's job hooks (gq.tasks.hooks), inside the job's context."""
         assert self.hooks is not None
         token = _CURRENT.set((job, fields))
         try:
@@ -280,7 +281,7 @@ class _Entry:
         if not envelope.encodable(result):
             # Not a failure: the task's work is done, and running it again would repeat
             # it. A task that keeps results records it as a failure of the result
-            # (gq.outcome.Finisher.done).
+            # (gq.tasks.outcome.Finisher.done).
             log.error("task %s job %s returned a value without a MessagePack form (%s): "
                       "not kept", self.name, job.id, type(result).__name__,
                       extra=log_fields(job.id, self.name, job.queue))  # fmt: skip

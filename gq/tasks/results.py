@@ -3,7 +3,7 @@
 
 A task that keeps results (``result_ttl``) has its outcome written under gq's own keys
 by the script that acknowledges or kills its job; ``get()`` waits for it without
-polling (gq.waiting) and reads it once. Under ``gq.testing.eager`` the task ran at once
+polling (gq.tasks.waiting) and reads it once. Under ``gq.testing.eager`` the task ran at once
 and the Result holds its value.
 """
 
@@ -16,11 +16,11 @@ import time
 from typing import Any, Callable, Generic, Protocol, TypeVar, cast
 
 from gq import job as jobs
-from gq import waiting
 from gq.errors import ResultUnavailable, TaskFailed
 from gq.store.base import ScriptedQueue
 from gq.store.keys import QueueKeys
 from gq.store.outcomes import State, read_state, status_of, wait_for
+from gq.tasks import waiting
 
 
 class App(Protocol):

@@ -180,7 +180,7 @@ def own_call(
     one entry of ``known`` names, read with one MessagePack read of its args alone:
     ``known`` maps ``plain_prefix(task, keeps=bool(opts))`` to ``(own_suffix(opts), value)``;
     ``raw`` is the args' own bytes (one MessagePack array, read as ``args``), which a kept
-    result's record reuses as they are (gq.outcome.OwnFinisher). None for any other call
+    result's record reuses as they are (gq.tasks.outcome.OwnFinisher). None for any other call
     (``fields`` reads it, and says what is wrong).
 
     Exact, not a guess: the prefix (the map's size, the task, "args"), then one whole

@@ -19,7 +19,7 @@ from typing import Any, Callable, Union
 import msgpack
 
 from gq.errors import ConfigurationError
-from gq.groups import GroupOption, check_option
+from gq.tasks.groups import GroupOption, check_option
 
 Seconds = Union[float, int, timedelta]
 

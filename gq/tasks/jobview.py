@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gq import envelope
 from gq import job as jobs
 from gq.errors import EnvelopeError
 from gq.store.base import ScriptedQueue
 from gq.store.outcomes import read_state, recent, status_of
+from gq.tasks import envelope
 
 
 def job_view(queue: ScriptedQueue, job_id: str) -> dict[str, Any]:

@@ -21,15 +21,15 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
-from gq import envelope
 from gq.errors import ResultUnavailable, TaskFailed
 from gq.job import Job
-from gq.outcome import GATHER, THEN
-from gq.results import Result, await_, look, settled, wait
 from gq.store.base import ScriptedQueue
 from gq.store.outcomes import gathered, group_state, read_state, start_group
-from gq.task import Signature
-from gq.taskopts import wire
+from gq.tasks import envelope
+from gq.tasks.options import wire
+from gq.tasks.outcome import GATHER, THEN
+from gq.tasks.results import Result, await_, look, settled, wait
+from gq.tasks.task import Signature
 
 #: How long a workflow's steps keep their results (and a group its state) when neither
 #: the task nor ``enqueue(result_ttl=)`` says: a day.

@@ -1,0 +1,206 @@
+"""Testing code that uses gq tasks, with no Redis server and no gevent patching
+(docs/testing.md has a pytest fixture to copy).
+
+- ``eager(app)``: ``enqueue`` runs the task at once, in this thread, through the
+  envelope (values come back as a worker sees them: tuples as lists); ``.get()`` on the
+  Result returns its value or raises what it raised.
+- ``worker(app)``: the app on an embedded server (fakeredis); ``drain()`` runs every job
+  in this thread through gq's real scripts (fetch, ack, retry, kill), retries and
+  scheduled jobs included without waiting for their time, and returns the outcomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import fakeredis
+
+from gq import job as jobs
+from gq.errors import GQError, JobCancelled, RateLimited
+from gq.job import Job, MessageDecodeError
+from gq.options import ConsumerOptions
+from gq.store.outcomes import finish
+from gq.store.tasks import TaskQueue
+from gq.tasks.app import App
+from gq.tasks.enqueuer import Batch
+from gq.tasks.results import Result
+from gq.worker.call import Plan, describe, retry_delay
+
+__all__ = ["Outcome", "Worker", "eager", "worker"]
+
+#: drain() stops with an error after this many runs: a task that enqueues itself for ever.
+MAX_RUNS = 100_000
+_CONSUMER = "gq-testing"
+
+
+@contextmanager
+def eager(app: App) -> Iterator[App]:
+    """Within the block, ``enqueue`` (and ``enqueue_many``, ``aenqueue``) run the task
+    at once and return a Result whose ``get()`` gives its value."""
+    previous = app.eager
+    app.eager = lambda batch: _run_now(app, batch)
+    try:
+        yield app
+    finally:
+        app.eager = previous
+
+
+def _run_now(app: App, batch: Batch) -> list[Result[Any]]:
+    results: list[Result[Any]] = []
+    queue, name = batch.call.queue, batch.call.task.name
+    for job in batch.jobs:
+        job.queue = queue
+        try:
+            value = app.plan(job).run()
+        except Exception as exc:  # noqa: BLE001 - .get() raises it
+            results.append(Result(job.id, queue, name, error=exc))
+        else:
+            results.append(Result(job.id, queue, name, value))
+    return results
+
+
+@dataclass
+class Outcome:
+    """What became of one job in ``drain()``: ``status`` "done" or "failed" (dead),
+    ``runs`` (how many times it ran), ``error`` (its last failure), ``value`` (what
+    its last run returned)."""
+
+    id: str
+    queue: str
+    task: str
+    status: str = "done"
+    runs: int = 0
+    error: str | None = None
+    value: Any = field(default=None, repr=False)
+
+
+class Worker:
+    """An app on an embedded Redis, its jobs run by ``drain()`` (see ``worker``)."""
+
+    def __init__(self, app: App, **options: Any) -> None:
+        self.app = app
+        self.opts = ConsumerOptions(**options)
+        self.server = fakeredis.FakeServer()
+        self.client = fakeredis.FakeRedis(server=self.server)
+        self._saved: tuple[Any, ...] = ()
+        self._queues: dict[str, TaskQueue] = {}
+
+    def __enter__(self) -> Worker:
+        self._saved = self.app.connection()
+        aclient = fakeredis.FakeAsyncRedis(server=self.server)
+        self.app.connect(client=self.client, aclient=aclient)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.app.connect(*self._saved)
+
+    def queue(self, name: str) -> TaskQueue:
+        """Queue ``name`` on the embedded server (to look at what is left in it)."""
+        if name not in self._queues:
+            self._queues[name] = TaskQueue(self.client, name)
+            self._queues[name].register(_CONSUMER)
+        return self._queues[name]
+
+    def drain(self) -> list[Outcome]:
+        """Run every job of every queue the app serves or enqueued to, until none is
+        left (retries and scheduled jobs at once); one Outcome per job, in the order
+        of their first run."""
+        outcomes: dict[tuple[str, str], Outcome] = {}
+        runs = 0
+        while True:
+            ran = sum(self._round(name, outcomes) for name in self._names())
+            runs += ran
+            if not ran:
+                return list(outcomes.values())
+            if runs > MAX_RUNS:
+                raise GQError(f"drain() ran {runs} jobs and the queues are not empty")
+
+    def _names(self) -> list[str]:
+        return list(dict.fromkeys([*self.app.queues, *self.app.enqueued_queues()]))
+
+    def _round(self, name: str, outcomes: dict[tuple[str, str], Outcome]) -> int:
+        queue = self.queue(name)
+        queue.due_now()
+        queue.enqueue_due(1000)
+        fetched = queue.fetch(_CONSUMER, 1000)
+        for job_id, message in fetched:
+            self._run(queue, job_id, message, outcomes)
+        return len(fetched)
+
+    def _run(
+        self,
+        queue: TaskQueue,
+        job_id: str,
+        message: bytes | None,
+        outcomes: dict[tuple[str, str], Outcome],
+    ) -> None:
+        name = queue.keys.name
+        outcome = outcomes.setdefault((name, job_id), Outcome(job_id, name, ""))
+        outcome.runs += 1
+        try:
+            job = jobs.decode(message or b"")
+        except MessageDecodeError as exc:
+            self._dead(queue, Job(job_id), None, outcome, f"cannot decode: {exc}")
+            return
+        job.queue = name
+        plan: Plan | None = None
+        try:
+            plan = self.app.plan(Job(job.id, job.data, job.attempt))
+            outcome.task = plan.task
+            value = outcome.value = plan.run()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the task's failure, whatever it raised
+            self._failed(queue, job, plan, exc, outcome)
+        else:
+            outcome.status, outcome.error = "done", None
+            if plan.finish is not None:  # its result and a workflow's next step, as a worker
+                finish(queue, _CONSUMER, [(job.id, plan.finish.done(value))])
+            else:
+                queue.ack(_CONSUMER, [job.id])
+
+    def _failed(
+        self, queue: TaskQueue, job: Job, plan: Plan | None, exc: BaseException, outcome: Outcome
+    ) -> None:
+        if isinstance(exc, (RateLimited, JobCancelled)):
+            # As the processor: rescheduled with no attempt charged; acknowledged.
+            if isinstance(exc, RateLimited):
+                queue.retry(_CONSUMER, job.id, jobs.encode(job), 0.0)
+            else:
+                queue.ack(_CONSUMER, [job.id])
+            return
+        reason = describe(exc)
+        outcome.error = reason
+        delay = retry_delay(job.attempt, exc, plan, self.opts)
+        updated = Job(job.id, job.data, job.attempt + 1)
+        if delay is None:
+            kept = None if plan is None or plan.finish is None else plan.finish.failed(reason)
+            self._dead(queue, updated, jobs.encode(updated, error=reason), outcome, reason, kept)
+        else:
+            outcome.status = "retried"
+            queue.retry(_CONSUMER, job.id, jobs.encode(updated, error=reason), delay)
+
+    def _dead(
+        self,
+        queue: TaskQueue,
+        job: Job,
+        message: bytes | None,
+        outcome: Outcome,
+        reason: str,
+        kept: Any = None,
+    ) -> None:
+        outcome.status, outcome.error = "failed", reason
+        opts = self.opts
+        queue.kill(_CONSUMER, job.id, message, dead_max_jobs=opts.dead_max_jobs,
+                   dead_max_age=opts.dead_max_age, outcome=kept)  # fmt: skip
+
+
+@contextmanager
+def worker(app: App, **options: Any) -> Iterator[Worker]:
+    """The app on an embedded Redis for the block; ``drain()`` runs its jobs here.
+    ``options`` are consumer options (``job_max_attempts``...), the worker's flags."""
+    with Worker(app, **options) as running:
+        yield running
