@@ -247,15 +247,18 @@ def test_a_call_carrying_its_tasks_own_options_is_read_by_its_bytes(
     assert plan_of(gq.Job("id-2", other)).max_attempts == 1
 
 
-def test_a_plain_call_of_a_results_task_keeps_no_result() -> None:
-    # The plain shape and the task's own shape are two entries: a call whose envelope
-    # asks for no result (using(result_ttl=0), another language's producer) keeps none.
+def test_a_plain_call_of_a_results_task_keeps_its_tasks_result() -> None:
+    # docs/wire.md: an absent key falls back to the task's own option (issue 31, defect
+    # 11): another language's producer writes no opts; only result_ttl=0 keeps none.
     app = gq.App(queue="q")
 
     @app.task(name="resize", result_ttl=600)
     def resize(key: str) -> str:
         return key
 
-    assert app.plan(gq.Job("id-1", envelope.encode("resize", ["k"], {}))).finish is None
+    plain = app.plan(gq.Job("id-1", envelope.encode("resize", ["k"], {}))).finish
+    assert plain is not None and plain.ttl == 600.0
+    none = app.plan(gq.Job("id-3", envelope.encode("resize", ["k"], {}, {"result_ttl": 0})))
+    assert none.finish is None
     kept = app.plan(gq.Job("id-2", envelope.encode("resize", ["k"], {}, {"result_ttl": 600})))
     assert kept.finish is not None and kept.finish.ttl == 600.0

@@ -166,8 +166,10 @@ def test_calls_read_by_fields_keep_the_dict_path(data: bytes) -> None:
     assert type(finish) is Finisher and finish.ttl == 600.0
 
 
-def test_a_plain_call_of_a_results_task_keeps_none() -> None:
-    assert APP.plan(gq.Job("id-1", envelope.encode("noop", [1], {}))).finish is None
+def test_a_plain_call_of_a_results_task_keeps_its_tasks_result_from_bytes() -> None:
+    # (issue 31, defect 11: an envelope without opts gets the task's own result_ttl)
+    finish = APP.plan(gq.Job("id-1", envelope.encode("noop", [1], {}))).finish
+    assert type(finish) is OwnFinisher and finish.ttl == 600.0
 
 
 # A real worker, on a real Redis: own calls and fields()-read calls keep their results.

@@ -124,6 +124,8 @@ class State:
     message: bytes | None
     dead: bool
     scheduled: bool
+    #: When it went to dead (server seconds), None when it is not there.
+    since: float | None = None
 
     @property
     def known(self) -> bool:
@@ -183,7 +185,28 @@ def read_state(queue: ScriptedQueue, job_id: str) -> State:
     replies = pipe.execute()
     message, dead, scheduled = replies[:3]
     record = _records(queue, [job_id], replies[3:])[0]
-    return State(record, message, dead is not None, scheduled is not None)
+    if record is not None and message is not None and not _this_life(record, dead):
+        record = None  # an earlier job's under this id: this one has not ended yet
+    return State(record, message, dead is not None, scheduled is not None, dead_since(dead))
+
+
+#: How far a record's end time (six decimals) may read before its kill's dead score.
+_SAME_CALL = 1e-3
+
+
+def dead_since(score: Any) -> float | None:
+    return None if score is None else float(score)
+
+
+def _this_life(record: Record, dead_score: Any) -> bool:
+    """Whether a kept record tells of the life of the id whose message is stored. An ack
+    deletes the message in the call that writes the record, so a record beside a message
+    is of an earlier life (a freed id enqueued anew, a dead job retried), unless the job
+    is in dead and the record was written by the kill that put it there (kill.lua: the
+    same server time for both). No write at enqueue: the new life is told by its message."""
+    if dead_score is None:
+        return False
+    return (record.at or 0.0) >= float(dead_score) - _SAME_CALL
 
 
 def running(queue: ScriptedQueue, job_id: str) -> bool:

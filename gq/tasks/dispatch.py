@@ -117,7 +117,7 @@ class _Entry:
     """One task, with its options resolved for the worker (task, then app)."""
 
     __slots__ = ("fn", "name", "check", "least", "most", "timeout", "retries", "backoff", "own",
-                 "now", "runs", "hooks", "gather", "records")  # fmt: skip
+                 "now", "runs", "hooks", "gather", "records", "keep")  # fmt: skip
 
     def __init__(
         self,
@@ -137,9 +137,11 @@ class _Entry:
         # The opts every call of this task carries unless it sets its own (taskopts.wire),
         # when that is the same for every call (no expires, unique_for or group); else {}.
         self.own = _own_opts(task.options, now)
-        # How its own calls' results are recorded, from their bytes (None: none kept).
-        ttl = self.own.get("result_ttl")
-        self.records = OwnRecords(self.name, ttl) if ttl else None
+        # How long its jobs keep a result when their envelope does not say (docs/wire.md:
+        # an absent key falls back to the task's own option), and how its own calls'
+        # results are recorded, from their bytes (None: none kept).
+        self.keep = task.options.result_ttl or None
+        self.records = OwnRecords(self.name, self.keep) if self.keep else None
         self.now = now
         # An async def task's run is a coroutine, awaited by the worker on its asyncio loop
         # (gq.worker.asyncio_loop), with current_job() set inside it.
@@ -163,11 +165,15 @@ class _Entry:
 
     def plain_plan(self, job: Job, args: list[Any], raw: bytes) -> Plan:
         """``plan`` for a plain call (positional arguments only, no opts, no headers);
-        ``raw``: its args' bytes (unused: a plain call keeps no result)."""
+        ``raw``: its args' bytes (its result, when the task keeps one, recorded from them:
+        a producer that writes no opts gets the task's own result_ttl)."""
         if not self.least <= len(args) <= self.most:
             self._bind(args, {})
-        return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, None,
-                    (job, (self.name, args, {}, {}, {})))  # fmt: skip
+        fields: envelope.Fields = (self.name, args, {}, {}, {})
+        records = self.records
+        finish = None if records is None else OwnFinisher(job, fields, raw, records)
+        return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, finish,
+                    (job, fields))  # fmt: skip
 
     def own_plan(self, job: Job, args: list[Any], raw: bytes) -> Plan:
         """``plain_plan`` for a call whose opts are the task's own (its result_ttl, say):
@@ -187,15 +193,15 @@ class _Entry:
         # task's timeout, retries and backoff, without reading the options.
         if not opts or opts == self.own:
             self._bind(args, kwargs)
-            finish = finisher(job, fields) if opts else None
+            finish = finisher(job, fields, self.keep) if opts or self.keep else None
             return Plan(self.runs, self.timeout, self.retries, self.backoff, self.name, finish,
                         (job, fields))  # fmt: skip
         timeout, retries, backoff = self._options(opts)
         if opts.get(GATHER) is not None:
             return self._callback_plan(job, fields, timeout, retries, backoff)
         self._bind(args, kwargs)
-        return Plan(self.runs, timeout, retries, backoff, self.name, finisher(job, fields),
-                    (job, fields))  # fmt: skip
+        return Plan(self.runs, timeout, retries, backoff, self.name,
+                    finisher(job, fields, self.keep), (job, fields))  # fmt: skip
 
     def _bind(self, args: list[Any], kwargs: dict[str, Any]) -> None:
         if kwargs or not self.least <= len(args) <= self.most:  # (Binder's fast path)
@@ -216,7 +222,7 @@ class _Entry:
         def run() -> object:
             return self.runs(job, (task, [gather(spec), *args], kwargs, opts, headers))
 
-        return Plan(run, timeout, retries, backoff, self.name, finisher(job, fields))
+        return Plan(run, timeout, retries, backoff, self.name, finisher(job, fields, self.keep))
 
     def _options(self, opts: dict[str, Any]) -> tuple[Any, Any, Any]:
         """The envelope's timeout, retries and backoff, else the task's."""

@@ -112,7 +112,7 @@ def wire(options: TaskOptions, now: Callable[[], float], lock: str | None) -> di
         opts["expires"] = expires.timestamp() if isinstance(expires, datetime) else now() + expires
     if lock is not None:
         opts["unique"] = lock
-    if options.result_ttl:
+    if options.result_ttl is not None:  # (0 said: none kept, even if the task keeps some)
         opts["result_ttl"] = options.result_ttl
     if isinstance(options.group, str):  # a callable's group is the enqueuer's, per call
         opts["group"] = options.group

@@ -249,9 +249,11 @@ def step_message(spec: dict[str, Any], value: Any) -> bytes:
     return jobs.encode(Job(spec["id"], data), ready_at=time.time())
 
 
-def finisher(job: Job, fields: envelope.Fields) -> Finisher | None:
+def finisher(job: Job, fields: envelope.Fields, own_ttl: float | None = None) -> Finisher | None:
     """The job's Finisher when it keeps a result or continues a workflow, else None (the
-    plain ack, at no cost). ``fields``: the envelope as gq.tasks.envelope.fields reads it."""
+    plain ack, at no cost). ``fields``: the envelope as gq.tasks.envelope.fields reads it;
+    ``own_ttl``: the task's own result_ttl, kept when the envelope does not say (a Go or
+    curlyq producer's, ``gq enqueue --task``: docs/wire.md, an absent key falls back)."""
     opts = fields[3]
-    ttl, then = opts.get("result_ttl"), opts.get(THEN)
+    ttl, then = opts.get("result_ttl", own_ttl), opts.get(THEN)
     return Finisher(job, fields, ttl, then) if ttl or then else None
