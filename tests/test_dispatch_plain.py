@@ -219,8 +219,12 @@ def test_a_kept_call_plans_with_its_result_kept_and_the_tasks_options() -> None:
     assert value == "K"
     record = outcome.unpack(plan.finish.done(value).record)
     assert (record["status"], record["value"], record["args"]) == ("done", "K", ["k"])
+    # A job that cannot run is planned to fail when run, with the Finisher its failure
+    # writes (issue 31, defect 6: a group member's dead marks its group).
+    refused = app.plan(gq.Job("id-2", envelope.encode("resize", [], {}, {"result_ttl": 600})))
+    assert refused.finish is not None
     with pytest.raises(gq.Kill, match="the arguments do not bind"):
-        app.plan(gq.Job("id-2", envelope.encode("resize", [], {}, {"result_ttl": 600})))
+        refused.run()
 
 
 def test_a_call_carrying_its_tasks_own_options_is_read_by_its_bytes(

@@ -36,6 +36,7 @@ NAMES = (
     "cancel",
     "push_group",
     "group_limits",
+    "dead_outcome",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)

@@ -15,24 +15,31 @@
 -- KEYS[9] flow settings hash   KEYS[10..16] the group keys (a grouped job goes back to the
 -- front of its group's line, and its group's held count is lowered: lib/groups.lua; one
 -- that becomes a suspect goes to the active list instead, where a suspect runs alone)
--- KEYS[17..] in-flight sets of expired consumers
+-- KEYS[17] unwritten set: the ids it sent to dead whose outcome (SPEC 16: a kept error, a
+-- group marked failed) is still to be written; this script cannot read an envelope (no
+-- MessagePack library in every server), so the caller writes them (dead_outcome.lua),
+-- each taken off the set as it is written, and a caller that crashed first leaves them
+-- for the next one
+-- KEYS[18..] in-flight sets of expired consumers
 -- ARGV[1] timeout in seconds   ARGV[2] max_jobs   ARGV[3] max_recoveries
 -- ARGV[4] the calling consumer's own in-flight key (never recovered)
 -- ARGV[5] dead_max_jobs   ARGV[6] dead_max_age in seconds
--- Returns the number of jobs moved (to active or dead; missing messages are dropped and counted).
+-- Returns {the number of jobs moved (to active or dead; missing messages are dropped and
+-- counted), then up to UNWRITTEN_MAX ids of the unwritten set}.
+local UNWRITTEN_MAX = 100
 local now = server_now()
 local cutoff = now - tonumber(ARGV[1])
 local max_jobs = tonumber(ARGV[2])
 local max_recoveries = tonumber(ARGV[3])
 
 check_types({KEYS[2], 'list', KEYS[3], 'hash', KEYS[4], 'zset', KEYS[6], 'hash', KEYS[7], 'hash',
-             KEYS[8], 'zset'})
+             KEYS[8], 'zset', KEYS[17], 'set'})
 local G = group_keys(10)
 check_types(group_types(G))
 
 local moved, killed, released = 0, 0, false
 local cancels = redis.call('EXISTS', KEYS[8]) == 1
-for k = 17, #KEYS do
+for k = 18, #KEYS do
   if moved >= max_jobs then break end
   local key = KEYS[k]
   local score = redis.call('ZSCORE', KEYS[1], key)
@@ -63,6 +70,7 @@ for k = 17, #KEYS do
           redis.call('HSET', KEYS[3], id, with_error(message,
             'recovered ' .. max_recoveries .. ' times from crashed consumers; last from ' .. key))
           redis.call('HDEL', KEYS[6], id)
+          redis.call('SADD', KEYS[17], id)
           killed = killed + 1
         else
           queued[#queued + 1] = id
@@ -87,4 +95,9 @@ for k = 17, #KEYS do
 end
 if released then wake_after_release(KEYS[9], KEYS[2], KEYS[5]) end
 if killed > 0 then trim_dead(KEYS[4], KEYS[3], now, tonumber(ARGV[5]), tonumber(ARGV[6])) end
-return moved
+local reply = {moved}
+if redis.call('EXISTS', KEYS[17]) == 1 then
+  local unwritten = redis.call('SRANDMEMBER', KEYS[17], UNWRITTEN_MAX)
+  for i = 1, #unwritten do reply[i + 1] = unwritten[i] end
+end
+return reply

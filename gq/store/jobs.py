@@ -25,7 +25,7 @@ from gq.store.base import (
 )
 from gq.store.groupkeys import group_keys, message_group
 from gq.store.keys import QUEUE_REGISTRY
-from gq.store.outcomes import kill_extras, packed
+from gq.store.outcomes import kill_extras, packed, write_dead_outcomes
 from gq.store.signals import signalled as signalled  # (re-exported: callers of old)
 from gq.store.signals import wait_for_any_signal as wait_for_any_signal
 from gq.store.signals import wait_for_signal
@@ -216,7 +216,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.consumers, k.active, k.data, k.dead, k.signal, k.recovered, k.held, k.cancelled,
-            k.flow, *group_keys(k.name), *inflight_keys,
+            k.flow, *group_keys(k.name), k.unwritten, *inflight_keys,
         ]  # fmt: skip
         args = [
             repr(float(timeout)),
@@ -226,7 +226,10 @@ class RedisQueue(ScriptedQueue):
             dead_max_jobs,
             repr(float(dead_max_age)),
         ]
-        return int(self._run("recover", keys, args))
+        moved, *unwritten = self._run("recover", keys, args)
+        if unwritten:  # (sent to dead: their outcomes, which the script cannot build)
+            write_dead_outcomes(self, [as_text(i) for i in unwritten])
+        return int(moved)
 
     def tidy(
         self, cursor: str, *, dead_max_jobs: int, dead_max_age: float, count: int = MAX_BATCH

@@ -120,6 +120,12 @@ class QueueKeys:
         return f"{self.name}:result-slots"
 
     @property
+    def unwritten(self) -> str:
+        """gq's own key: the ids recover.lua sent to dead whose outcome is still to be
+        written (dead_outcome.lua)."""
+        return f"{self.name}:unwritten"
+
+    @property
     def outcome_keys(self) -> list[str]:
         """The keys fetch.lua and kill.lua take to write outcomes, in their order."""
         return [self.waiting, self.results, self.result_slots]

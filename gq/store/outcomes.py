@@ -21,7 +21,7 @@ from gq.job import ID_ERRORS
 from gq.store.base import MAX_BATCH, ScriptedQueue, as_text, chunks
 from gq.store.groupkeys import group_keys
 from gq.store.keys import QueueKeys
-from gq.tasks.outcome import Outcome, Record, unpack
+from gq.tasks.outcome import Outcome, Record, dead_outcome, unpack
 
 #: The entry of a job with nothing to keep, in a batch of ack_results.lua.
 PLAIN = Outcome(b"", 0.0)
@@ -114,6 +114,20 @@ def kill_extras(queue: QueueKeys, job_id: str, out: Outcome, keys: list[str]) ->
     if out.ttl > 0:
         keys.append(queue.result_slot(out.ttl_ms, time.time()))
     return [queue.channel, *entry(out, keys)]
+
+
+def write_dead_outcomes(queue: ScriptedQueue, ids: Sequence[str]) -> None:
+    """Write the outcomes of the jobs recover.lua sent to dead (dead_outcome.lua: each
+    once, and only while it is still in dead): rare, one call per job."""
+    k = queue.keys
+    messages: list[bytes | None] = queue.client.hmget(k.data, list(ids))
+    for job_id, message in zip(ids, messages):
+        out = dead_outcome(message)
+        keys = [k.unwritten, k.dead, *k.outcome_keys]
+        if out.ttl > 0:
+            keys.append(k.result_slot(out.ttl_ms, time.time()))
+        args = [job_id, k.channel, *entry(out, keys)]  # (entry adds its follow-ups' keys)
+        queue._run("dead_outcome", keys, args)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from gq.tasks.hooks import Attempt
 from gq.tasks.joblog import CURRENT as _CURRENT
 from gq.tasks.joblog import fields as log_fields
 from gq.tasks.options import TaskOptions, wire
-from gq.tasks.outcome import GATHER, OwnFinisher, OwnRecords, finisher
+from gq.tasks.outcome import GATHER, OwnFinisher, OwnRecords, finisher, refused_finisher
 from gq.worker.call import Plan
 
 if TYPE_CHECKING:
@@ -96,9 +96,12 @@ class Dispatcher:
         except EnvelopeError as exc:
             raise Kill(f"cannot decode the task envelope: {exc}") from exc
         entry = self._entries.get(fields[0])
-        if entry is None:
-            raise UnknownTaskError(fields[0])
-        return entry.plan(job, fields)
+        try:
+            if entry is None:
+                raise UnknownTaskError(fields[0])
+            return entry.plan(job, fields)
+        except (Kill, UnknownTaskError) as exc:  # (expired, unbound, unknown: never runs)
+            return _refused(job, fields, exc, None if entry is None else entry.keep)
 
     def _raw_plan(self, job: Job) -> Plan:
         handler = self._raw.get(job.queue)
@@ -291,6 +294,17 @@ class _Entry:
             log.error("task %s job %s returned a value without a MessagePack form (%s): "
                       "not kept", self.name, job.id, type(result).__name__,
                       extra=log_fields(job.id, self.name, job.queue))  # fmt: skip
+
+
+def _refused(job: Job, fields: envelope.Fields, exc: Exception, keep: float | None) -> Plan:
+    """The plan of a job that cannot run: its run raises ``exc`` (the failure it was),
+    with the Finisher its failure needs, so that its dead is written with its outcome and
+    its group told (issue 31, defect 6), as a failure of a run is."""
+
+    def refuse() -> object:
+        raise exc
+
+    return Plan(refuse, task=fields[0], finish=refused_finisher(job, fields, keep))
 
 
 def _own_opts(options: TaskOptions, now: Callable[[], float]) -> dict[str, Any]:

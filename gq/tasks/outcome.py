@@ -17,6 +17,7 @@ from typing import Any
 import msgpack
 
 from gq import job as jobs
+from gq.errors import EnvelopeError
 from gq.job import Job
 from gq.tasks import envelope
 
@@ -257,3 +258,54 @@ def finisher(job: Job, fields: envelope.Fields, own_ttl: float | None = None) ->
     opts = fields[3]
     ttl, then = opts.get("result_ttl", own_ttl), opts.get(THEN)
     return Finisher(job, fields, ttl, then) if ttl or then else None
+
+
+#: The longest keep a refused job's opts may ask for (s): ten years, past which a value
+#: is taken as malformed (the opts of a job refused before it ran are not checked yet).
+_KEEP_MAX = 10 * 365 * 86400.0
+
+
+def _keep_of(value: Any) -> float | None:
+    ok = type(value) in (int, float) and 0 < value <= _KEEP_MAX
+    return float(value) if ok else None
+
+
+def _member_of(spec: Any) -> dict[str, Any] | None:
+    if not isinstance(spec, dict) or spec.get("kind") != "member":
+        return None
+    ok = isinstance(spec.get("queue"), str) and isinstance(spec.get("group"), str)
+    return spec if ok and _keep_of(spec.get("keep")) is not None else None
+
+
+def refused_finisher(
+    job: Job, fields: envelope.Fields, own_ttl: float | None = None
+) -> Finisher | None:
+    """``finisher`` for a job that never runs (expired, unknown task, arguments that do
+    not bind): only its failure is written, so only what that needs is read, and a
+    malformed value is left out rather than raised: its group (a well-formed member
+    spec) is still told, its error kept for a valid ``result_ttl``."""
+    opts = fields[3] if isinstance(fields[3], dict) else {}
+    then = opts.get(THEN)
+    members = [m for m in then if _member_of(m) is not None] if isinstance(then, list) else []
+    ttl = _keep_of(opts.get("result_ttl", own_ttl)) or 0.0
+    return Finisher(job, fields, ttl, members) if ttl or members else None
+
+
+#: The outcome of a job with nothing to write.
+NOTHING = Outcome(b"", 0.0)
+
+
+def dead_outcome(message: bytes | None) -> Outcome:
+    """The outcome of a job recover.lua sent to dead (the recovery limit), from its
+    stored ``message``: its error kept for its ``result_ttl``, its group told."""
+    if message is None:
+        return NOTHING
+    try:
+        job = jobs.decode(message)
+        if not envelope.is_envelope(job.data):
+            return NOTHING
+        fields = envelope.fields(job.data)
+    except (jobs.MessageDecodeError, EnvelopeError):
+        return NOTHING
+    finish = refused_finisher(job, fields)
+    return NOTHING if finish is None else finish.failed(jobs.decode_error(message) or "in dead")

@@ -1,0 +1,100 @@
+"""A group member that reaches dead without running marks its group failed (issue 31,
+defect 6): expired, of a task the worker does not know, or sent to dead by the recovery
+limit (recover.lua). get() raises TaskFailed naming it; status() reads "failed"."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+import gq
+from gq.store.tasks import TaskQueue
+from tests.helpers import Backend
+from tests.task_support import make_app, run_app
+
+__all__ = ["run_app"]  # the fixture
+
+LONG_AGO = datetime(2000, 1, 1, tzinfo=timezone.utc)
+
+
+def _two_tasks(app: gq.App, **gone_options: Any) -> tuple[Any, Any]:
+    @app.task(name="fine")
+    def fine(x: int) -> int:
+        return x
+
+    @app.task(name="gone", **gone_options)
+    def gone(x: int) -> int:
+        return x
+
+    return fine, gone
+
+
+def test_an_expired_member_fails_its_group(backend: Backend, run_app: Any) -> None:
+    app = make_app(backend)
+    fine, gone = _two_tasks(app, expires=LONG_AGO)
+    g = gq.group([fine.s(1), gone.s(2)]).enqueue()
+    run_app(app)
+    with pytest.raises(gq.TaskFailed, match="expired") as caught:
+        g.get(timeout=10)
+    assert caught.value.id == g.members[1][1]
+    assert g.status() == "failed"
+
+
+def test_a_member_of_an_unknown_task_fails_its_group(backend: Backend, run_app: Any) -> None:
+    producer = make_app(backend)
+    fine, gone = _two_tasks(producer)
+    g = gq.group([fine.s(1), gone.s(2)]).then(fine.s()).enqueue()
+    worker = make_app(backend)
+    worker.task(name="fine")(lambda *x: x)
+    run_app(worker, job_max_attempts=0)
+    with pytest.raises(gq.TaskFailed, match="gone") as caught:
+        g.get(timeout=10)
+    assert caught.value.id == g.members[1][1]
+    assert g.status() == "failed"
+
+
+def _crash_until_dead(queue: TaskQueue, job_id: str) -> None:
+    """The job is taken by a consumer that dies, again and again, until the recovery
+    limit sends it to dead (recover.lua), as a job that crashes its worker would."""
+    for _ in range(5):
+        queue.register("crashing")
+        assert [i for i, _ in queue.fetch("crashing", 1)] in ([job_id], [])
+        queue.recover("custodian", [queue.keys.inflight("crashing")], timeout=-1, max_jobs=10,
+                      max_recoveries=1, dead_max_jobs=100, dead_max_age=3600)  # fmt: skip
+        if queue.client.zscore(queue.keys.dead, job_id) is not None:
+            return
+    raise AssertionError("never sent to dead")
+
+
+def test_a_member_sent_to_dead_by_the_recovery_limit_fails_its_group(
+    backend: Backend,
+) -> None:
+    app = make_app(backend)
+    fine, gone = _two_tasks(app)
+    g = gq.group([gone.s(2)]).enqueue()
+    queue = TaskQueue(backend.client(), backend.queue)
+    _crash_until_dead(queue, g.members[0][1])
+    with pytest.raises(gq.TaskFailed, match="recovered 1 times") as caught:
+        g.get(timeout=10)
+    assert caught.value.id == g.members[0][1]
+    assert g.status() == "failed"
+    assert queue.client.exists(queue.keys.unwritten) == 0  # written once, then forgotten
+
+
+def test_an_outcome_left_unwritten_by_a_crashed_custodian_is_written_by_the_next(
+    backend: Backend,
+) -> None:
+    app = make_app(backend)
+    fine, gone = _two_tasks(app, result_ttl=60)
+    r = gone.enqueue(3)
+    queue = TaskQueue(backend.client(), backend.queue)
+    _crash_until_dead(queue, r.id)
+    # As if the custodian died before it wrote the outcome: the id is still listed.
+    queue.client.sadd(queue.keys.unwritten, r.id)
+    queue.recover("custodian", [queue.keys.inflight("nobody")], timeout=-1, max_jobs=10,
+                  max_recoveries=1, dead_max_jobs=100, dead_max_age=3600)  # fmt: skip
+    assert queue.client.exists(queue.keys.unwritten) == 0
+    with pytest.raises(gq.TaskFailed, match="recovered 1 times"):
+        r.get(timeout=1)
