@@ -55,12 +55,13 @@ def test_a_member_of_an_unknown_task_fails_its_group(backend: Backend, run_app: 
     assert g.status() == "failed"
 
 
-def _crash_until_dead(queue: TaskQueue, job_id: str) -> None:
-    """The job is taken by a consumer that dies, again and again, until the recovery
-    limit sends it to dead (recover.lua), as a job that crashes its worker would."""
-    for _ in range(5):
+def _crash_until_dead(queue: TaskQueue, job_id: str, *others: str) -> None:
+    """The job (and any of ``others`` fetched before it) is taken by a consumer that
+    dies, again and again, until the recovery limit sends it to dead (recover.lua), as a
+    job that crashes its worker would."""
+    for _ in range(5 * (1 + len(others))):
         queue.register("crashing")
-        assert [i for i, _ in queue.fetch("crashing", 1)] in ([job_id], [])
+        assert [i for i, _ in queue.fetch("crashing", 1)] in ([job_id], [], *[[o] for o in others])
         queue.recover("custodian", [queue.keys.inflight("crashing")], timeout=-1, max_jobs=10,
                       max_recoveries=1, dead_max_jobs=100, dead_max_age=3600)  # fmt: skip
         if queue.client.zscore(queue.keys.dead, job_id) is not None:
@@ -98,3 +99,47 @@ def test_an_outcome_left_unwritten_by_a_crashed_custodian_is_written_by_the_next
     assert queue.client.exists(queue.keys.unwritten) == 0
     with pytest.raises(gq.TaskFailed, match="recovered 1 times"):
         r.get(timeout=1)
+
+
+# A group's state lives until its last member ended, plus its TTL (issue 31, defect 7).
+
+
+def test_a_member_that_ends_after_the_groups_ttl_still_completes_it(
+    backend: Backend, run_app: Any
+) -> None:
+    app = make_app(backend)
+    tries: list[int] = []
+
+    @app.task(name="late")
+    def late(x: int) -> int:
+        tries.append(x)
+        if len(tries) == 1:
+            raise gq.Retry(after=1.5)  # ends past the group's result_ttl of 1 s
+        return x
+
+    @app.task(name="total")
+    def total(values: list[int]) -> int:
+        return sum(values)
+
+    g = gq.group([late.s(4)]).then(total.s()).enqueue(result_ttl=1)
+    run_app(app)
+    assert g.get(timeout=15) == 4
+    assert g.status() == "done"
+    home = TaskQueue(backend.client(), backend.queue)
+    ttl = home.client.pttl(home.keys.group(g.id))
+    assert 0 < ttl <= 1000  # its TTL counted from its last member's end
+
+
+def test_a_failed_group_gets_its_ttl_once_its_last_member_ended(backend: Backend) -> None:
+    app = make_app(backend)
+    fine, gone = _two_tasks(app)
+    g = gq.group([gone.s(1), gone.s(2)]).enqueue(result_ttl=5)
+    queue = TaskQueue(backend.client(), backend.queue)
+    key = queue.keys.group(g.id)
+    first, second = g.members[0][1], g.members[1][1]
+    _crash_until_dead(queue, first, second)
+    if queue.client.zscore(queue.keys.dead, second) is None:
+        assert queue.client.pttl(key) > 5000  # a member is still to end: no TTL of 5 s yet
+    assert g.status() == "failed"
+    _crash_until_dead(queue, second)
+    assert 0 < queue.client.pttl(key) <= 5000

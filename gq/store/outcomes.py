@@ -26,6 +26,10 @@ from gq.tasks.outcome import Outcome, Record, dead_outcome, unpack
 #: The entry of a job with nothing to keep, in a batch of ack_results.lua.
 PLAIN = Outcome(b"", 0.0)
 
+#: How long a group's state may wait for its members to end, past its ``result_ttl``
+#: (docs/decisions.md: a workflow's state lives until its last job ended).
+GROUP_SAFETY = 30 * 86400.0
+
 #: How long past its get()'s timeout a waiting entry may stay before a script drops it.
 WAITING_SLACK = 60.0
 
@@ -299,7 +303,9 @@ def start_group(
         fields["cb_id"], fields["cb_msg"] = callback
     pipe: Any = queue.client.pipeline(transaction=False)
     pipe.hset(queue.keys.group(group_id), mapping=fields)
-    pipe.pexpire(queue.keys.group(group_id), _ms(keep))
+    # Until its last member ends (lib/outcome.lua then sets ``keep``): a safety TTL, so
+    # that a group whose members were deleted by hand does not stay for ever.
+    pipe.pexpire(queue.keys.group(group_id), _ms(keep + GROUP_SAFETY))
     pipe.execute()
 
 

@@ -53,23 +53,35 @@ local function push_follow_up(k, id, message)
 end
 
 -- A member of a group succeeded: its value under its field (once), the count of members
--- left lowered; at zero the callback stored at enqueue (if any) is queued.
+-- left lowered; at zero the group's state gets its TTL (keep_ms, from its last member's
+-- end: until then it lives on start_group's safety TTL, so members that start late, a
+-- backlog or retries, still find it) and the callback stored at enqueue (if any) is
+-- queued unless a member failed. A state gone (expired, deleted) is not made again.
 local function member_done(k, field, value, keep_ms, gid, channel)
   local group = KEYS[k]
   local waiting = keys_from(k, 6)[6]
-  if redis.call('HSETNX', group, field, value) == 0 then return end
+  if redis.call('EXISTS', group) == 0 or redis.call('HSETNX', group, field, value) == 0 then
+    return
+  end
   local left = redis.call('HINCRBY', group, 'left', -1)
-  redis.call('PEXPIRE', group, keep_ms)
   if left > 0 then return end
+  redis.call('PEXPIRE', group, keep_ms)
+  if redis.call('HEXISTS', group, 'failed') == 1 then return end  -- (its waiters were told)
   local cb_id = redis.call('HGET', group, 'cb_id')
   if cb_id then push_follow_up(k + 1, cb_id, redis.call('HGET', group, 'cb_msg')) end
   tell_waiters(waiting, channel, gid)
 end
 
+-- A member failed: the group marked failed (by its first failed member), the member
+-- counted as ended once (its "x:<id>" field), the state's TTL set when none is left.
 local function member_failed(k, member, keep_ms, gid, channel)
   local group, waiting = unpack(keys_from(k, 2), 1, 2)
+  if redis.call('EXISTS', group) == 0 then return end
   redis.call('HSETNX', group, 'failed', member)
-  redis.call('PEXPIRE', group, keep_ms)
+  if redis.call('HSETNX', group, 'x:' .. member, 1) == 1
+      and redis.call('HINCRBY', group, 'left', -1) <= 0 then
+    redis.call('PEXPIRE', group, keep_ms)
+  end
   tell_waiters(waiting, channel, gid)
 end
 
