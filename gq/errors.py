@@ -225,7 +225,11 @@ class UnknownTaskError(GQError):
 class TaskFailed(GQError):
     """``Result.get()`` on a job (or a workflow step or member) that failed: ``error``
     (its last error), ``status`` ("failed": in dead; "done": it ran, but its return value
-    could not be kept), ``task`` and ``id`` (the job that failed)."""
+    could not be kept), ``task`` and ``id`` (the job that failed), ``traceback`` (the
+    failure's, bounded, when its record kept one; else None)."""
+
+    #: The failure's traceback as kept with its record (None: none kept).
+    traceback: str | None = None
 
     def __init__(self, id: str, task: str, error: str, status: str = "failed") -> None:
         super().__init__(f"job {id} of task {task or '?'} {status}: {error}")

@@ -27,6 +27,7 @@ __all__ = ["run_app"]  # the fixture
 
 TTL = 600
 STAMP = msgpack.packb("1700000000.5")  # the end time lib/outcome.lua writes first
+STARTED = 1700000000.25  # when the run began, set alike on both paths' finishers
 NAMES = ["noop", "tâche", "x" * 31]
 APP = gq.App(queue="q")
 
@@ -55,6 +56,7 @@ def _own_call(name: str, args: list[Any], attempt: int) -> tuple[gq.Job, OwnFini
     job.queue = "q"
     finish = APP.plan(job).finish
     assert isinstance(finish, OwnFinisher)
+    finish.started = STARTED
     return job, finish
 
 
@@ -62,6 +64,7 @@ def _dict_path(job: gq.Job) -> Finisher:
     """The general path's finisher of the same job (its envelope read by fields())."""
     found = finisher(job, envelope.fields(job.data))
     assert found is not None and type(found) is Finisher
+    found.started = STARTED
     return found
 
 
@@ -122,7 +125,7 @@ def test_the_byte_record_holds_the_call_and_its_value() -> None:
     job, own = _own_call("noop", args, 2**40)
     record = _read(own.done({"at": when, "nested": [[1], {"x": (2, 3)}]}))
     value = {"at": when, "nested": [[1], {"x": [2, 3]}]}  # (a tuple reads back as a list)
-    assert record == Record("done", "noop", 2**40, args, {}, value, None, 1700000000.5)
+    assert record == Record("done", "noop", 2**40, args, {}, value, None, 1700000000.5, STARTED)
     out = own.done(None)
     assert (out.ttl, out.ttl_ms, out.ops) == (600.0, "600000", [])
     assert _read(out).value is None and _read(out).error is None

@@ -14,7 +14,8 @@ from gq.display import json_safe, local_time
 from gq.queue import Queue
 from gq.tasks.jobview import job_view
 
-_TIMES = ("ready_at", "due", "since", "finished")
+_TIMES = ("ready_at", "due", "since", "finished", "enqueued_at", "started_at", "last_started_at",
+          "finished_at")  # fmt: skip
 
 
 def add_parser(commands: Any, conn: Parser) -> None:
@@ -38,7 +39,9 @@ def render(view: dict[str, Any]) -> str:
     for key, value in view.items():
         if value is None:
             continue
-        if key in _TIMES:
+        if key == "traceback":  # (its own lines, indented, after the others)
+            value = "\n" + "\n".join("  " + line for line in str(value).splitlines())
+        elif key in _TIMES:
             value = local_time(float(value))
         elif not isinstance(value, str):
             value = json.dumps(json_safe(value), ensure_ascii=False, default=_plain)

@@ -9,7 +9,6 @@ is written, so a refused batch writes nothing.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -19,6 +18,7 @@ from gq.producer import ProducerCore, _seconds, _unix_time
 from gq.store.groups import GroupEntry, push_group
 from gq.tasks import envelope
 from gq.tasks.groups import group_of
+from gq.tasks.ids import new_id as _new_id
 from gq.tasks.options import lock_name, wire
 from gq.tasks.results import Result
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from gq.tasks.task import Call
 
 Calls = Sequence[tuple[Sequence[Any], dict[str, Any]]]
-_uuid4 = uuid.uuid4
 
 
 class Batch:
@@ -67,7 +66,7 @@ class Batch:
                     raise ConfigurationError(f"task {name}: group with unique_for is not "
                                              "supported yet")  # fmt: skip
                 opts = self._grouped(opts, group_of(options.group, args, kwargs, name))
-            job_id = call.id or str(_uuid4())
+            job_id = call.id or _new_id()  # (its enqueue time in it: gq.tasks.ids)
             stamped = headers if hooks is None else hooks.stamp(job_id, args, kwargs, headers)
             data = envelope.encode(name, args, kwargs, opts, stamped)
             self.jobs.append(Job(job_id, data))

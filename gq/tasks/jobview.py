@@ -1,16 +1,42 @@
 """One job as an operator sees it (``gq job ID``, the dashboard's job page): its status
 (SPEC section 16), task and arguments, attempts, times, and result or error, read from
-its message while it exists and from its kept result once it finished."""
+its message while it exists and from its kept result once it finished.
+
+Its times (``JobTimes``, unix seconds, None when unknown): ``enqueued_at`` from its id
+(gq.tasks.ids), ``started_at`` (its first run's start: known when the run recorded was
+attempt 0), ``last_started_at`` and ``finished_at`` from its kept record."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from gq import job as jobs
 from gq.errors import EnvelopeError
 from gq.store.base import ScriptedQueue
-from gq.store.outcomes import read_state, recent, status_of
+from gq.store.outcomes import State, read_state, recent, status_of
 from gq.tasks import envelope
+from gq.tasks.ids import id_time
+
+
+@dataclass(frozen=True)
+class JobTimes:
+    """When a job was enqueued, first started, last started and finished (unix seconds;
+    None when unknown: a start or end is known once the job kept a record)."""
+
+    enqueued_at: float | None
+    started_at: float | None
+    last_started_at: float | None
+    finished_at: float | None
+
+
+def times_of(state: State, job_id: str) -> JobTimes:
+    """A job's times from what Redis says of it (``read_state``)."""
+    record = state.record
+    if record is None:
+        return JobTimes(id_time(job_id), None, None, None)
+    first = record.started if record.attempt == 0 else None  # (a retry's first: unknown)
+    return JobTimes(id_time(job_id), first, record.started, record.at)
 
 
 def job_view(queue: ScriptedQueue, job_id: str) -> dict[str, Any]:
@@ -24,7 +50,10 @@ def job_view(queue: ScriptedQueue, job_id: str) -> dict[str, Any]:
         view["since" if state.dead else "due"] = _score(queue, job_id, state.dead)
     if state.record is not None:
         record = state.record.as_dict()
-        view.update({k: v for k, v in record.items() if k != "at"}, finished=record["at"])
+        view.update({k: v for k, v in record.items() if k not in ("at", "started")},
+                    finished=record["at"])  # fmt: skip
+    view.update(asdict(times_of(state, job_id)))
+    view["traceback"] = None if state.record is None else state.record.traceback
     return view
 
 

@@ -4,13 +4,18 @@ in Python and written by the script that acknowledges or kills the job, in that 
 (gq/scripts/lib/outcome.lua).
 
 A record is a MessagePack map: ``status`` ("done" or "failed"), ``task``, ``attempt``,
-``args`` and ``kwargs`` (the call, for the job page), and ``value`` (the return value)
-or ``error`` (why it failed, or why a done job's value could not be kept).
+``args`` and ``kwargs`` (the call, for the job page), ``started`` (when the run that
+ended began, unix seconds; absent for a job that never ran), ``value`` (the return value)
+or ``error`` (why it failed, or why a done job's value could not be kept) and, for a
+failure of a run, ``traceback`` (bounded: ``traceback_of``).
 """
 
 from __future__ import annotations
 
+import struct
+import sys
 import time
+import traceback as tb
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +65,9 @@ class Record:
     value: Any = None
     error: str | None = None
     at: float | None = None
+    #: When the run that ended began (unix seconds), None when unknown or never run.
+    started: float | None = None
+    traceback: str | None = None
 
     @classmethod
     def read(cls, stored: bytes) -> Record:
@@ -71,13 +79,37 @@ class Record:
         return cls(
             body.get("status", "done"), body.get("task", ""), int(body.get("attempt", 0)),
             body.get("args", []), body.get("kwargs", {}), body.get("value"), body.get("error"),
-            None if at is None else float(at),
+            None if at is None else float(at), _seconds(body.get("started")),
+            _text(body.get("traceback")),
         )  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
         return {"status": self.status, "task": self.task, "attempt": self.attempt,
                 "args": self.args, "kwargs": self.kwargs, "value": self.value,
-                "error": self.error, "at": self.at}  # fmt: skip
+                "error": self.error, "at": self.at, "started": self.started,
+                "traceback": self.traceback}  # fmt: skip
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if type(value) in (int, float) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+#: The most of a failure's traceback kept with its record (chars): its end, where the
+#: frame that raised and "Type: message" are.
+TRACEBACK_MAX = 4000
+
+
+def traceback_of(exc: BaseException | None) -> str | None:
+    """A failure's traceback as ``traceback.format_exception`` prints it (no locals: no
+    argument values beyond what the message says), cut to its last TRACEBACK_MAX chars."""
+    if exc is None:
+        return None
+    text = "".join(tb.format_exception(type(exc), exc, exc.__traceback__))
+    return text if len(text) <= TRACEBACK_MAX else "...\n" + text[-TRACEBACK_MAX:]
 
 
 @dataclass
@@ -112,7 +144,7 @@ _NO_OPS: list[Op] = []
 class Finisher:
     """Builds a job's Outcome from its envelope's opts (``result_ttl``, ``then``)."""
 
-    __slots__ = ("job", "fields", "ttl", "then")
+    __slots__ = ("job", "fields", "ttl", "then", "started")
 
     def __init__(
         self, job: Job, fields: envelope.Fields, ttl: Any = None, then: Any = None
@@ -121,6 +153,8 @@ class Finisher:
         self.fields = fields
         self.ttl = float(ttl or 0)
         self.then: list[dict[str, Any]] = then or _NO_THEN
+        #: When its run began: it is built as the job is planned, just before it runs.
+        self.started: float | None = time.time()
 
     def done(self, value: Any) -> Outcome:
         """The outcome of a success. A value with no MessagePack form is recorded as a
@@ -140,14 +174,17 @@ class Finisher:
         return Outcome(record, self.ttl, ops)
 
     def failed(self, reason: str) -> Outcome:
-        """The outcome of a job that goes to dead: its error kept, its group told."""
-        return Outcome(self._record("failed", error=reason), self.ttl, self._failed_ops(reason))
+        """The outcome of a job that goes to dead: its error kept, its group told. Called
+        while its failure is handled (the worker's ``except``), whose traceback is kept."""
+        record = self._record("failed", error=reason, trace=traceback_of(sys.exc_info()[1]))
+        return Outcome(record, self.ttl, self._failed_ops(reason))
 
     def _failed_ops(self, reason: str) -> list[Op]:
         members = [s for s in self.then if s.get("kind") == "member"]
         return [Op("fail", s["queue"], [s["group"], self.job.id, s["keep"]]) for s in members]
 
-    def _record(self, status: str, *, value: Any = None, error: str | None = None) -> bytes:
+    def _record(self, status: str, *, value: Any = None, error: str | None = None,
+                trace: str | None = None) -> bytes:  # fmt: skip
         task, args, kwargs = self.fields[:3]
         if error is None:
             body = {"status": status, "value": value, "task": task,
@@ -155,6 +192,10 @@ class Finisher:
         else:
             body = {"status": status, "error": error[: jobs.MAX_ERROR_CHARS], "task": task,
                     "attempt": self.job.attempt, "args": args, "kwargs": kwargs}  # fmt: skip
+            if trace is not None:
+                body["traceback"] = trace
+        if self.started is not None:
+            body["started"] = self.started
         try:
             return _packb_no_datetime(body)  # type: ignore[no-any-return]
         except TypeError:  # (a datetime: the same bytes the datetime Packer writes)
@@ -170,6 +211,8 @@ _VALUE = b"\xa5value"
 #: lookup, not a packb call and two concatenations per job).
 _ATTEMPT_TO_VALUE = {n: _ATTEMPT + _packb(n) + _VALUE for n in range(64)}
 _NONE = b"\xc0"
+_STARTED = b"\xa7started\xcb"  # (the key, then a float 64's first byte)
+_pack_float = struct.Struct(">d").pack
 
 
 class OwnRecords:
@@ -179,8 +222,9 @@ class OwnRecords:
     __slots__ = ("head", "ttl")
 
     def __init__(self, task: str, ttl: Any) -> None:
-        #: A map of six: status "done", the task, no kwargs, then the "args" key.
-        self.head: bytes = (b"\x86\xa6status\xa4done\xa4task" + _packb(task)
+        #: A map of seven: status "done", the task, no kwargs, then the "args" key
+        #: (the "started" key and its float follow, per job, before "attempt").
+        self.head: bytes = (b"\x87\xa6status\xa4done\xa4task" + _packb(task)
                             + b"\xa6kwargs\x80\xa4args")  # fmt: skip
         self.ttl = float(ttl)
 
@@ -201,6 +245,7 @@ class OwnFinisher(Finisher):
         self.fields = fields
         self.ttl = own.ttl
         self.then = _NO_THEN
+        self.started = time.time()
         self.raw = raw
         self.head = own.head
 
@@ -212,7 +257,8 @@ class OwnFinisher(Finisher):
         between = _ATTEMPT_TO_VALUE.get(attempt)
         if between is None:
             between = _ATTEMPT + _packb(attempt) + _VALUE
-        return Outcome(self.head + self.raw + between + packed, self.ttl)
+        started = _STARTED + _pack_float(self.started or 0.0)
+        return Outcome(self.head + self.raw + started + between + packed, self.ttl)
 
 
 def _value_bytes(value: Any) -> bytes | None:
@@ -288,7 +334,11 @@ def refused_finisher(
     then = opts.get(THEN)
     members = [m for m in then if _member_of(m) is not None] if isinstance(then, list) else []
     ttl = _keep_of(opts.get("result_ttl", own_ttl)) or 0.0
-    return Finisher(job, fields, ttl, members) if ttl or members else None
+    if not ttl and not members:
+        return None
+    finish = Finisher(job, fields, ttl, members)
+    finish.started = None  # (it never runs)
+    return finish
 
 
 #: The outcome of a job with nothing to write.

@@ -21,6 +21,8 @@ from gq.store.base import ScriptedQueue
 from gq.store.keys import QueueKeys
 from gq.store.outcomes import State, read_state, status_of, wait_for
 from gq.tasks import waiting
+from gq.tasks.ids import id_time
+from gq.tasks.jobview import JobTimes, times_of
 
 
 class App(Protocol):
@@ -72,6 +74,14 @@ class Result(Generic[R]):
             return "failed" if self._error is not None else "done"
         store = self._store(self.queue)
         return status_of(store, read_state(store, self.id), self.id)
+
+    def times(self) -> JobTimes:
+        """When the job was enqueued, first started, last started and finished
+        (gq.tasks.jobview.JobTimes; None where unknown: starts and end are known once it
+        kept a result)."""
+        if self._app is None:
+            return JobTimes(id_time(self.id), None, None, None)
+        return times_of(read_state(self._store(self.queue), self.id), self.id)
 
     def get(self, timeout: float | None = None) -> R:
         """The return value; ``TaskFailed`` if the job ended in dead (or its value could
@@ -149,7 +159,9 @@ def settled(
     if record is not None:
         if record.status == "done" and record.error is None:
             return True, record.value
-        raise TaskFailed(job_id, record.task or task, record.error or "", record.status)
+        failed = TaskFailed(job_id, record.task or task, record.error or "", record.status)
+        failed.traceback = record.traceback
+        raise failed
     if state.dead:
         error = jobs.decode_error(state.message) if state.message else None
         raise TaskFailed(job_id, task, error or "in dead", "failed")
