@@ -47,12 +47,15 @@ def entry(out: Outcome, keys: list[str]) -> list[Any]:
     args: list[Any] = [out.ttl_ms, out.record if out.ttl > 0 else b"", len(out.ops)]
     for op in out.ops:
         k = QueueKeys(op.queue)
-        if op.kind == "push":
+        if op.kind in ("push", "gpush"):
             keys.extend([k.data, k.active, k.signal, k.flow])
-            args += ["push", *op.args]
+            if op.kind == "gpush":  # (a job with a group: its group's line)
+                keys.extend(group_keys(op.queue))
+            args += [op.kind, *op.args]
         elif op.kind == "member":
             gid, index, packed, keep = op.args
             keys.extend([k.group(gid), k.data, k.active, k.signal, k.flow, k.waiting])
+            keys.extend(group_keys(op.queue))  # (the callback's group, if it has one)
             args += ["member", f"r:{index}", packed, _ms(keep), gid, k.channel]
         else:
             gid, member, keep = op.args
@@ -295,12 +298,15 @@ def gathered(store: ScriptedQueue, group_id: str, size: int) -> list[Any]:
 
 
 def start_group(
-    queue: ScriptedQueue, group_id: str, size: int, keep: float, callback: tuple[str, bytes] | None
+    queue: ScriptedQueue, group_id: str, size: int, keep: float,
+    callback: tuple[str, bytes] | tuple[str, bytes, str] | None,
 ) -> None:
     """Write a group's state before its members are queued: the count, the callback."""
     fields: dict[str, Any] = {"left": size, "n": size}
     if callback is not None:
-        fields["cb_id"], fields["cb_msg"] = callback
+        fields["cb_id"], fields["cb_msg"] = callback[:2]
+        if len(callback) > 2 and callback[2]:  # its group (lib/outcome.lua's member_done)
+            fields["cb_group"] = callback[2]
     pipe: Any = queue.client.pipeline(transaction=False)
     pipe.hset(queue.keys.group(group_id), mapping=fields)
     # Until its last member ends (lib/outcome.lua then sets ``keep``): a safety TTL, so

@@ -114,7 +114,7 @@ def traceback_of(exc: BaseException | None) -> str | None:
 
 @dataclass
 class Op:
-    """One follow-up for lib/outcome.lua: ``kind`` "push", "member" or "fail", on
+    """One follow-up for lib/outcome.lua: ``kind`` "push", "gpush", "member" or "fail", on
     ``queue``'s keys, with its arguments (group id first for "member" and "fail")."""
 
     kind: str
@@ -282,6 +282,9 @@ def _follow(spec: dict[str, Any], value: Any, packed: bytes) -> list[Op]:
     if kind == "member":
         return [Op("member", spec["queue"], [spec["group"], spec["index"], packed, spec["keep"]])]
     if kind == "step":
+        group = spec.get("group")
+        if group:  # (its group's line: lib/outcome.lua's "gpush")
+            return [Op("gpush", spec["queue"], [spec["id"], step_message(spec, value), group])]
         return [Op("push", spec["queue"], [spec["id"], step_message(spec, value)])]
     return []
 
@@ -291,7 +294,11 @@ def step_message(spec: dict[str, Any], value: Any) -> bytes:
     args = list(spec.get("args") or ())
     if spec.get("pass", True):
         args.insert(0, value)
-    data = envelope.encode(spec["task"], args, spec.get("kwargs") or {}, spec.get("opts"),
+    opts = spec.get("opts")
+    expires_in = spec.get("expires_in")  # a relative expiry counts from the step's enqueue
+    if isinstance(expires_in, (int, float)) and opts is not None:
+        opts = {**opts, "expires": time.time() + expires_in}
+    data = envelope.encode(spec["task"], args, spec.get("kwargs") or {}, opts,
                            spec.get("headers"))  # fmt: skip
     return jobs.encode(Job(spec["id"], data), ready_at=time.time())
 

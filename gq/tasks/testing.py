@@ -7,11 +7,19 @@
 - ``worker(app)``: the app on an embedded server (fakeredis); ``drain()`` runs every job
   in this thread through gq's real scripts (fetch, ack, retry, kill), retries and
   scheduled jobs included without waiting for their time, and returns the outcomes.
+
+An ``async def`` task's coroutine is awaited to its end in both (SPEC section 15: never
+acknowledged before it ran): on the worker's own asyncio loop (gq/worker/asyncio_loop.py),
+or, when the caller already runs an event loop in this thread (an ``async def`` test),
+on a loop of its own in a helper OS thread while the caller waits (the caller's loop
+cannot run a coroutine to its end from inside one of its own callbacks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import inspect
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +35,7 @@ from gq.store.tasks import TaskQueue
 from gq.tasks.app import App
 from gq.tasks.enqueuer import Batch
 from gq.tasks.results import Result
+from gq.worker import asyncio_loop
 from gq.worker.call import Plan, describe, retry_delay
 
 __all__ = ["Outcome", "Worker", "eager", "worker"]
@@ -48,13 +57,54 @@ def eager(app: App) -> Iterator[App]:
         app.eager = previous
 
 
+def awaited(value: Any, job: Job) -> Any:
+    """``value``, or what it gives when it is an awaitable (an ``async def`` task's run),
+    awaited to its end: on the worker's loop, else (inside a running loop) in a thread."""
+    if value is None or not inspect.isawaitable(value):
+        return value
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio_loop.awaited(value, job)
+    return _in_own_thread(value)
+
+
+def _in_own_thread(awaitable: Awaitable[Any]) -> Any:
+    """Run ``awaitable`` on a new loop in a real OS thread (not a gevent one, which would
+    share this thread's running loop), blocking until it ends: its result or its error."""
+    from gevent.monkey import get_original  # (gevent's originals: patched or not)
+
+    start_thread = get_original("_thread", "start_new_thread")
+    finished = get_original("_thread", "allocate_lock")()
+    outcome: list[Any] = []
+
+    async def main() -> Any:
+        return await awaitable
+
+    def run() -> None:
+        try:
+            outcome.append((asyncio.run(main()), None))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller
+            outcome.append((None, exc))
+        finally:
+            finished.release()
+
+    finished.acquire()
+    start_thread(run, ())
+    finished.acquire()
+    value, error = outcome[0]
+    if error is not None:
+        raise error
+    return value
+
+
 def _run_now(app: App, batch: Batch) -> list[Result[Any]]:
     results: list[Result[Any]] = []
     queue, name = batch.call.queue, batch.call.task.name
     for job in batch.jobs:
         job.queue = queue
         try:
-            value = app.plan(job).run()
+            value = awaited(app.plan(job).run(), job)
         except Exception as exc:  # noqa: BLE001 - .get() raises it
             results.append(Result(job.id, queue, name, error=exc))
         else:
@@ -150,7 +200,7 @@ class Worker:
         try:
             plan = self.app.plan(Job(job.id, job.data, job.attempt))
             outcome.task = plan.task
-            value = outcome.value = plan.run()
+            value = outcome.value = awaited(plan.run(), job)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - the task's failure, whatever it raised

@@ -26,10 +26,18 @@ from gq.job import Job
 from gq.store.base import ScriptedQueue
 from gq.store.outcomes import gathered, group_state, read_state, start_group
 from gq.tasks import envelope
-from gq.tasks.options import wire
-from gq.tasks.outcome import GATHER, THEN
+from gq.tasks.outcome import GATHER
 from gq.tasks.results import Result, await_, look, settled, wait
 from gq.tasks.task import Signature
+from gq.tasks.workflow_jobs import (
+    Hooks,
+    app_of,
+    group_of_step,
+    hooked,
+    opts_of,
+    push,
+    relative_expiry,
+)
 
 #: How long a workflow's steps keep their results (and a group its state) when neither
 #: the task nor ``enqueue(result_ttl=)`` says: a day.
@@ -66,28 +74,6 @@ def _check_binds(sig: Signature[Any], receives: bool) -> None:
         raise TypeError(f"task {sig.task.name}: the arguments do not bind: {why}")
 
 
-def _opts(sig: Signature[Any], keep: float, then: list[dict[str, Any]] | None) -> dict[str, Any]:
-    opts = wire(sig.task.options, time.time, None)
-    opts["result_ttl"] = sig.task.options.result_ttl or keep
-    if then:
-        opts[THEN] = then
-    return opts
-
-
-def _app(sig: Signature[Any]) -> Any:
-    return sig.task.app
-
-
-def _push(sig: Signature[Any], pairs: list[tuple[str, bytes]]) -> None:
-    """Store and queue (id, envelope) jobs on ``sig``'s queue, in batches."""
-    queue, core = _app(sig)._store(sig.task.queue)
-    now = time.time()
-    messages = [(job_id, core._encode(Job(job_id, data), now)) for job_id, data in pairs]
-    stored = queue.push(messages)
-    if not all(stored):
-        raise ResultUnavailable(f"workflow job {messages[stored.index(False)][0]} exists already")
-
-
 class Chain:
     """Steps run in order (``gq.chain``); ``then`` adds one; ``enqueue`` starts it."""
 
@@ -104,21 +90,29 @@ class Chain:
         keep = float(result_ttl or DEFAULT_KEEP)
         cid = uuid.uuid4().hex
         ids = [f"{cid}.{i}" for i in range(len(self.steps))]
-        app = _app(self.steps[0])
+        app = app_of(self.steps[0])
         if app.eager is not None:
             return ChainResult(cid, app, self._steps(ids), _eager_chain(self.steps))
+        hooked(app, lambda hooks: self._write(ids, keep, hooks))
+        return ChainResult(cid, app, self._steps(ids))
+
+    def _write(self, ids: list[str], keep: float, hooks: Hooks) -> None:
         spec: dict[str, Any] | None = None
         for index in reversed(range(len(self.steps))):
             sig = self.steps[index]
+            group = group_of_step(sig, index > 0)
             spec = {"kind": "step", "queue": sig.task.queue, "id": ids[index],
                     "task": sig.task.name, "args": list(sig.args), "kwargs": dict(sig.kwargs),
-                    "opts": _opts(sig, keep, [spec] if spec else None),
-                    "pass": not sig.immutable}  # fmt: skip
+                    "opts": opts_of(sig, keep, [spec] if spec else None, group),
+                    "group": group,
+                    "pass": not sig.immutable,
+                    "headers": hooks.headers(sig, ids[index])}  # fmt: skip
+            relative_expiry(sig, spec)
         assert spec is not None
         first = self.steps[0]
-        _push(first, [(ids[0], envelope.encode(first.task.name, first.args, first.kwargs,
-                                               spec["opts"]))])  # fmt: skip
-        return ChainResult(cid, app, self._steps(ids))
+        data = envelope.encode(first.task.name, first.args, first.kwargs, spec["opts"],
+                               spec["headers"])  # fmt: skip
+        push(first, [(ids[0], data, spec["opts"].get("group"))])
 
     def _steps(self, ids: list[str]) -> list[Step]:
         return [(s.task.queue, i, s.task.name) for s, i in zip(self.steps, ids)]
@@ -145,34 +139,43 @@ class Group:
         gid = uuid.uuid4().hex
         ids = [f"{gid}.{i}" for i in range(len(self.members))]
         home = (self.callback or self.members[0]).task.queue
-        app = _app(self.members[0])
+        app = app_of(self.members[0])
         steps = [(s.task.queue, i, s.task.name) for s, i in zip(self.members, ids)]
         cb = self.callback
         cb_step = None if cb is None else (cb.task.queue, f"{gid}.then", cb.task.name)
         if app.eager is not None:
             return GroupResult(gid, home, app, steps, cb_step, _eager_group(self.members, cb))
-        start_group(app._store(home)[0], gid, len(ids), keep, self._callback(gid, keep, home))
-        by_queue: dict[str, list[tuple[str, bytes]]] = {}
-        for index, (sig, job_id) in enumerate(zip(self.members, ids)):
-            member = {"kind": "member", "queue": home, "group": gid, "index": index, "keep": keep}
-            data = envelope.encode(sig.task.name, sig.args, sig.kwargs, _opts(sig, keep, [member]))
-            by_queue.setdefault(sig.task.queue, []).append((job_id, data))
-        firsts = {s.task.queue: s for s in reversed(self.members)}
-        for queue, pairs in by_queue.items():
-            _push(firsts[queue], pairs)
+        hooked(app, lambda hooks: self._write(gid, ids, keep, home, hooks))
         return GroupResult(gid, home, app, steps, cb_step)
 
-    def _callback(self, gid: str, keep: float, home: str) -> tuple[str, bytes] | None:
+    def _write(self, gid: str, ids: list[str], keep: float, home: str, hooks: Hooks) -> None:
+        callback = self._callback(gid, keep, home, hooks)
+        start_group(app_of(self.members[0])._store(home)[0], gid, len(ids), keep, callback)
+        by_queue: dict[str, list[tuple[str, bytes, str | None]]] = {}
+        for index, (sig, job_id) in enumerate(zip(self.members, ids)):
+            member = {"kind": "member", "queue": home, "group": gid, "index": index, "keep": keep}
+            group = group_of_step(sig, False)
+            data = envelope.encode(sig.task.name, sig.args, sig.kwargs,
+                                   opts_of(sig, keep, [member], group),
+                                   hooks.headers(sig, job_id))  # fmt: skip
+            by_queue.setdefault(sig.task.queue, []).append((job_id, data, group))
+        firsts = {s.task.queue: s for s in reversed(self.members)}
+        for queue, jobs in by_queue.items():
+            push(firsts[queue], jobs)
+
+    def _callback(self, gid: str, keep: float, home: str,
+                  hooks: Hooks) -> tuple[str, bytes, str] | None:  # fmt: skip
         cb = self.callback
         if cb is None:
             return None
-        opts = _opts(cb, keep, None)
+        cb_id = f"{gid}.then"
+        group = group_of_step(cb, True)
+        opts = opts_of(cb, keep, None, group)
         if not cb.immutable:
             opts[GATHER] = {"queue": home, "group": gid, "n": len(self.members)}
-        data = envelope.encode(cb.task.name, cb.args, cb.kwargs, opts)
-        core = _app(cb)._store(cb.task.queue)[1]
-        cb_id = f"{gid}.then"
-        return cb_id, core._encode(Job(cb_id, data), time.time())
+        data = envelope.encode(cb.task.name, cb.args, cb.kwargs, opts, hooks.headers(cb, cb_id))
+        core = app_of(cb)._store(cb.task.queue)[1]
+        return cb_id, core._encode(Job(cb_id, data), time.time()), group or ""
 
 
 # -- handles --------------------------------------------------------------------------

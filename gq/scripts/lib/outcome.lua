@@ -14,10 +14,15 @@
 -- caller's for that TTL), record, number of follow-ups, then each follow-up with its keys
 -- next:
 --   "push"   id message                    keys: data, active, signal, flow
---   "member" field value keep_ms gid chan  keys: group, data, active, signal, flow, waiting
---                                          (of the group's queue)
+--   "gpush"  id message group              keys: data, active, signal, flow, the 7 group
+--                                          keys (lib/groups.lua): queued in its group's line
+--   "member" field value keep_ms gid chan  keys: group, data, active, signal, flow, waiting,
+--                                          the 7 group keys (all of the group's queue; the
+--                                          callback joins its group's line when the group's
+--                                          state names one, "cb_group")
 --   "fail"   member keep_ms gid chan       keys: group, waiting
-local SIZES = {push = {2, 4}, member = {5, 6}, fail = {4, 2}}  -- (arguments after the kind, keys)
+-- (arguments after the kind, keys)
+local SIZES = {push = {2, 4}, gpush = {3, 11}, member = {5, 13}, fail = {4, 2}}
 local INDEX_MAX = 1000
 
 local function time_str(now)
@@ -44,10 +49,16 @@ end
 
 -- The next job of a workflow: stored and queued unless its id exists (a deterministic id
 -- and the same duplicate refusal as push.lua), so it is enqueued once.
-local function push_follow_up(k, id, message)
+-- A job with a group (`group` not false) joins its group's line (the group keys from
+-- KEYS[gk] on), so its group's limits and turns apply (SPEC section 17).
+local function push_follow_up(k, id, message, group, gk)
   local data, active, signal, flow = unpack(keys_from(k, 4), 1, 4)
   if redis.call('HSETNX', data, id, message) == 1 then
-    redis.call('RPUSH', active, id)
+    if group then
+      group_append(group_keys(gk), group, {id})
+    else
+      redis.call('RPUSH', active, id)
+    end
     raise_signal_unless_paused(flow, signal)
   end
 end
@@ -68,7 +79,10 @@ local function member_done(k, field, value, keep_ms, gid, channel)
   redis.call('PEXPIRE', group, keep_ms)
   if redis.call('HEXISTS', group, 'failed') == 1 then return end  -- (its waiters were told)
   local cb_id = redis.call('HGET', group, 'cb_id')
-  if cb_id then push_follow_up(k + 1, cb_id, redis.call('HGET', group, 'cb_msg')) end
+  if cb_id then
+    local cb = redis.call('HMGET', group, 'cb_msg', 'cb_group')
+    push_follow_up(k + 1, cb_id, cb[1], cb[2], k + 6)
+  end
   tell_waiters(waiting, channel, gid)
 end
 
@@ -115,6 +129,8 @@ local function apply_outcome(E, at, k, id, stamp, waiting_key, channel, waited, 
     local kind = E[at]
     if kind == 'push' then
       push_follow_up(k, E[at + 1], E[at + 2])
+    elseif kind == 'gpush' then
+      push_follow_up(k, E[at + 1], E[at + 2], E[at + 3], k + 4)
     elseif kind == 'member' then
       member_done(k, E[at + 1], E[at + 2], tonumber(E[at + 3]), E[at + 4], E[at + 5])
     else
