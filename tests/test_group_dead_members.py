@@ -143,3 +143,50 @@ def test_a_failed_group_gets_its_ttl_once_its_last_member_ended(backend: Backend
     assert g.status() == "failed"
     _crash_until_dead(queue, second)
     assert 0 < queue.client.pttl(key) <= 5000
+
+
+@pytest.mark.real_redis
+@pytest.mark.timeout(120)
+def test_a_member_that_crashes_its_workers_fails_its_group(
+    tmp_path: Any, redis_server: Any
+) -> None:
+    """Real gq-worker processes, each SIGKILLed by the member, until a custodian's
+    recover.lua sends it to dead: the group's get() raises, naming it."""
+    import subprocess
+    import uuid
+
+    from tests.cli_support import ROOT, env_for
+    from tests.dead_member_app import doom, fine
+    from tests.faults import FAST, LAUNCHER
+    from tests.helpers import stop_process, wait_until
+
+    queue = f"dm_{uuid.uuid4().hex[:8]}"
+    producer = gq.App(url=redis_server.url, queue=queue)
+    producer.task(name="doom")(doom.fn)
+    producer.task(name="fine")(fine.fn)
+    g = gq.group([producer.tasks["fine"].s(1), producer.tasks["doom"].s()]).enqueue()
+    member = g.members[1][1]
+    client = redis_server.client()
+    args = [*LAUNCHER, "tests.dead_member_app:app", "--url", redis_server.url, *FAST,
+            "--job-max-recoveries", "1"]  # fmt: skip
+
+    def start(n: int) -> subprocess.Popen[bytes]:
+        with open(tmp_path / f"worker-{n}.log", "wb") as log:
+            return subprocess.Popen(args, cwd=ROOT, env=env_for(None, queue, redis_server.url),
+                                    stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+
+    workers = [start(0)]
+    try:
+        for n in range(1, 8):
+            wait_until(lambda: workers[-1].poll() is not None
+                       or client.zscore(f"{queue}:dead", member) is not None, 30)  # fmt: skip
+            if client.zscore(f"{queue}:dead", member) is not None:
+                break
+            workers.append(start(n))
+        with pytest.raises(gq.TaskFailed, match="recovered 1 times") as caught:
+            g.get(timeout=30)
+        assert caught.value.id == member
+        assert g.status() == "failed"
+    finally:
+        for worker in workers:
+            stop_process(worker)

@@ -134,3 +134,21 @@ def test_a_job_that_never_ran_has_no_start(backend: Backend, run_app: Any) -> No
     times = r.times()
     assert times.enqueued_at is not None and times.finished_at is not None
     assert (times.started_at, times.last_started_at) == (None, None)
+
+
+def test_the_enqueue_time_survives_a_rewrite_to_curlyqs_three_keys(backend: Backend) -> None:
+    import msgpack
+
+    app = make_app(backend)
+
+    @app.task()
+    def noop() -> None: ...
+
+    r = noop.enqueue()
+    client = backend.direct()
+    stored = msgpack.unpackb(client.hget(f"{backend.queue}:data", r.id), raw=False)
+    curlyq = {"ID": stored["ID"], "Attempt": 2, "Data": stored["Data"]}  # its retry's rewrite
+    client.hset(f"{backend.queue}:data", r.id, msgpack.packb(curlyq, use_bin_type=True))
+    view = job_view(TaskQueue(backend.client(), backend.queue), r.id)
+    assert view["attempt"] == 2 and view["enqueued_at"] == id_time(r.id) is not None
+    assert r.times().enqueued_at == view["enqueued_at"]

@@ -1,8 +1,9 @@
--- include: time, chunk, types, flow, ack, outcome
+-- include: time, chunk, types, flow, ack, groups, outcome
 -- dead outcome: write the outcome (lib/outcome.lua's entry: the kept error, a group
 -- member's failure) of a job recover.lua sent to dead, once: only while its id is in the
 -- unwritten set (taken off it here), and only while it is still in dead (a job retried
--- from dead meanwhile lives again: its old life's outcome is not written).
+-- from dead meanwhile lives again: its old life's outcome is not written). It includes
+-- lib/groups.lua as kill.lua does: lib/outcome.lua's follow-ups may name a group's line.
 -- KEYS[1] unwritten set   KEYS[2] dead sorted set   KEYS[3] waiting sorted set
 -- KEYS[4] results index   KEYS[5] result slots registry   KEYS[6..] the slot of the
 -- entry's TTL (when it keeps one), then the follow-ups' keys
