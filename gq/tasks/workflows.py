@@ -11,6 +11,10 @@ acknowledgement enqueues the next. A group's count of members left lives in
 ``Q:group:<id>`` and is lowered by each member's ack; the callback, stored with it at
 enqueue, is queued by the ack that brings it to zero. Its arguments are read by the
 worker that runs it, so a member's ack does the same bounded work in a group of 10,000.
+
+Workflow jobs are jobs like any other (gq.tasks.workflow_jobs): a grouped one waits in its
+group's line, the successors the ack writes too, and every one passes through the app's
+``on_enqueue`` hooks at the workflow's enqueue.
 """
 
 from __future__ import annotations
