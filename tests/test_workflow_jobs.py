@@ -14,7 +14,7 @@ import gevent
 import pytest
 
 import gq
-from gq.tasks import envelope
+from gq.tasks import envelope, testing
 from gq.tasks.hooks import Enqueueing
 from tests.helpers import Backend, wait_until
 from tests.task_support import Running, make_app, run_app
@@ -154,3 +154,74 @@ def test_a_later_steps_relative_expiry_counts_from_its_own_enqueue(
     run_app(app)
     assert c.get(timeout=20) == "late!"
     assert ran == ["slow", "quick"] and time.time() - started >= 1.5
+
+
+# -- a chain's status from what is known (issue 31, defect 8; issue 32, item 9) ----------
+
+
+def _steps_app(backend: Backend) -> gq.App:
+    app = make_app(backend)
+
+    @app.task(name="first")
+    def first() -> int:
+        return 1
+
+    @app.task(name="brief", result_ttl=1)
+    def brief(x: int) -> int:
+        return x + 1
+
+    @app.task(name="last")
+    def last(x: int) -> int:
+        return x * 10
+
+    @app.task(name="elsewhere", queue=f"{backend.queue}-b")
+    def elsewhere(x: int) -> int:
+        return x
+
+    return app
+
+
+def test_a_chain_reads_done_after_a_middle_steps_result_expired(
+    backend: Backend, run_app: Running
+) -> None:
+    app = _steps_app(backend)
+    t = app.tasks
+    c = gq.chain(t["first"].s(), t["brief"].s(), t["last"].s()).enqueue()
+    run_app(app)
+    assert c.get(timeout=10) == 20
+    middle = c.results()[1]
+    wait_until(lambda: middle.status() == "missing", 10)  # its 1 s result_ttl is over
+    assert c.status() == "done"
+    assert c.get(timeout=5) == 20
+
+
+def test_a_chain_whose_later_step_was_cancelled_says_so(
+    backend: Backend, run_app: Running
+) -> None:
+    app = _steps_app(backend)
+    t = app.tasks
+    c = gq.chain(t["first"].s(), t["elsewhere"].s()).enqueue()
+    consumer = gq.Consumer(backend.queue, client=backend.client(), poller_poll_duration=1.0)
+    greenlet = gevent.spawn(consumer.run, app)
+    try:
+        later = c.results()[1]
+        wait_until(lambda: later.status() == "ready", 10)  # nobody serves its queue
+        assert later.cancel()
+        assert c.status() == "missing"
+        with pytest.raises(gq.ResultUnavailable, match="cancelled"):
+            c.get(timeout=5)
+    finally:
+        consumer.stop()
+        greenlet.join(timeout=10)
+
+
+def test_a_chain_is_ready_until_its_first_step_started(backend: Backend) -> None:
+    app = _steps_app(backend)
+    t = app.tasks
+    c = gq.chain(t["first"].s(), t["last"].s()).enqueue()
+    assert c.status() == "ready"
+    with testing.worker(app) as worker:
+        c = gq.chain(t["first"].s(), t["last"].s()).enqueue()
+        assert c.status() == "ready"
+        worker.drain()
+        assert (c.status(), c.get(timeout=5)) == ("done", 10)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
 import redis
@@ -46,6 +47,25 @@ def build(queue: str, url: str | None = None) -> gq.App:
     def callback(results: list[int]) -> int:
         note("callback", "")
         return sum(results)
+
+    @app.task(name="slow")
+    def slow(seconds: float) -> str:
+        time.sleep(seconds)  # (gevent's, under the worker)
+        note("slow", "")
+        return "late"
+
+    @app.task(name="brief", expires=1.0)
+    def brief(value: str) -> str:
+        note("brief", value)
+        return value + "!"
+
+    @app.task(name="tenant", group=lambda tenant: f"t:{tenant}")
+    def tenant(tenant: str) -> str:
+        client = redis.Redis.from_url(os.environ.get("GQ_TEST_HANDLER_URL") or url or "")
+        client.rpush(f"{queue}:test:at-once", client.incr(f"{queue}:test:running"))
+        time.sleep(0.1)
+        client.decr(f"{queue}:test:running")
+        return tenant
 
     @app.task(name="echo", result_ttl=60)
     def echo(value: Any) -> Any:

@@ -11,6 +11,10 @@ acknowledgement enqueues the next. A group's count of members left lives in
 ``Q:group:<id>`` and is lowered by each member's ack; the callback, stored with it at
 enqueue, is queued by the ack that brings it to zero. Its arguments are read by the
 worker that runs it, so a member's ack does the same bounded work in a group of 10,000.
+
+Workflow jobs are jobs like any other (gq.tasks.workflow_jobs): a grouped one waits in its
+group's line, the successors the ack writes too, and every one passes through the app's
+``on_enqueue`` hooks at the workflow's enqueue.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ from typing import Any, Callable
 from gq.errors import ResultUnavailable, TaskFailed
 from gq.job import Job
 from gq.store.base import ScriptedQueue
-from gq.store.outcomes import gathered, group_state, read_state, start_group
+from gq.store.outcomes import (
+    State,
+    gathered,
+    group_state,
+    read_state,
+    start_group,
+    status_of,
+)
 from gq.tasks import envelope
 from gq.tasks.outcome import GATHER
 from gq.tasks.results import Result, await_, look, settled, wait
@@ -225,7 +236,9 @@ class _Handle:
         return await await_(self._app, self._watched(), self._check, timeout)
 
     def status(self) -> str:
-        """"done", "failed", or "running" while the workflow is under way."""
+        """"done", "failed", "missing" (gq knows nothing of it, or a step is gone), or,
+        while it is under way, "running" ("ready" or "scheduled" for a chain whose first
+        step has not started)."""
         if self._eager is not None:
             return "failed" if self._eager[1] is not None else "done"
         try:
@@ -234,7 +247,10 @@ class _Handle:
             return "failed"
         except ResultUnavailable:
             return "missing"
-        return "done" if done else "running"
+        return "done" if done else self._under_way()
+
+    def _under_way(self) -> str:
+        return "running"
 
 
 class ChainResult(_Handle):
@@ -253,16 +269,42 @@ class ChainResult(_Handle):
             by_queue.setdefault(queue, []).append(job_id)
         return list(by_queue.items())
 
-    def _check(self) -> tuple[bool, Any]:
-        value: Any = None
-        for index, (queue, job_id, task) in enumerate(self.steps):
+    def _latest(self) -> tuple[int, State]:
+        """The last step gq knows of, read from the last step backwards: what is known
+        decides, not the steps before it (whose results may have expired sooner)."""
+        for index in reversed(range(1, len(self.steps))):
+            queue, job_id, _ = self.steps[index]
             state = read_state(self._store(queue), job_id)
-            if not state.known and index > 0:
-                return False, None  # not enqueued yet: the previous step is under way
-            done, value = settled(state, queue, job_id, task, True)
-            if not done:
-                return False, None
-        return True, value
+            if state.known:
+                return index, state
+        queue, job_id, _ = self.steps[0]
+        return 0, read_state(self._store(queue), job_id)  # (unknown: settled raises)
+
+    def _check(self) -> tuple[bool, Any]:
+        index, state = self._latest()
+        queue, job_id, task = self.steps[index]
+        done, value = settled(state, queue, job_id, task, True)
+        if not done:
+            return False, None
+        if index == len(self.steps) - 1:
+            return True, value
+        # Its ack wrote the next step in the same script, maybe after that step was read
+        # (backwards): read again, and if it is still unknown it is gone since.
+        next_queue, after, name = self.steps[index + 1]
+        if read_state(self._store(next_queue), after).known:
+            return self._check()  # (reads it, and the steps after it, again)
+        raise ResultUnavailable(f"chain {self.id}: step {after} (task {name}) is gone: "
+                                "cancelled, or its outcome expired")  # fmt: skip
+
+    def _under_way(self) -> str:
+        index, state = self._latest()
+        if index > 0:
+            return "running"
+        queue, job_id, task = self.steps[0]
+        if settled(state, queue, job_id, task, True)[0]:
+            return "running"  # (its next step is being written)
+        status: str = status_of(self._store(queue), state, job_id)
+        return status
 
 
 class GroupResult(_Handle):
