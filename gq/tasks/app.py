@@ -309,10 +309,27 @@ class App:
     # -- results (SPEC section 16) -----------------------------------------------------
 
     def result(self, job_id: str, queue: str | None = None) -> Result[Any]:
-        """A Result rebuilt from an id (a status endpoint), of ``queue`` (the app's default
-        queue when None): ``get()`` on an id of another queue or app says so."""
-        name = self.check_queue(queue) if queue is not None else self.queue
-        return Result(job_id, name, "", app=self)
+        """A Result rebuilt from an id (a status endpoint): of ``queue`` when given (a
+        shortcut), else of the first of ``known_queues()`` that knows the id (two round
+        trips, gq.store.locate), else of the app's default queue, whose ``get()`` then
+        says gq knows nothing of it."""
+        if queue is not None:
+            return Result(job_id, self.check_queue(queue), "", app=self)
+        return Result(job_id, self.locate(job_id) or self.queue, "", app=self)
+
+    def known_queues(self) -> list[str]:
+        """The queues a job of this app may be on: the default one first, then those its
+        tasks and raw handlers name, then those it enqueued to (``using(queue=...)``)."""
+        return list(dict.fromkeys([self.queue, *self.queues, *self.enqueued_queues()]))
+
+    def locate(self, job_id: str) -> str | None:
+        """The first of ``known_queues()`` that holds ``job_id`` or its outcome, else None."""
+        from gq.store.locate import locate
+
+        queues = self.known_queues()
+        if len(queues) == 1:
+            return queues[0]
+        return locate(self._store(self.queue)[0].client, job_id, queues)
 
     def gather_results(self, spec: Mapping[str, Any]) -> list[Any]:
         """A group callback's first argument: its members' results, in order."""
