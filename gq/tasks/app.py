@@ -229,17 +229,23 @@ class App:
     def _store(self, queue: str) -> tuple[TaskQueue, ProducerCore]:
         store = self._stores.get(queue)
         if store is None:
-            client = (
-                self._client
-                if self._client is not None
-                else next((q.client for q, _ in self._stores.values()), None)
-            )
-            client = resolve_client(self.url, client)
             store = self._stores[queue] = (
-                TaskQueue(client, queue),
+                TaskQueue(self._sync_client(), queue),
                 ProducerCore(queue, self.max_message_bytes),
             )
         return store
+
+    def _sync_client(self) -> Any:
+        """The blocking client: ``client``, else the one the stores share, else one of
+        ``url``, else a twin of ``aclient`` (given alone: Result.aget reads with it)."""
+        client = self._client
+        if client is None:
+            client = next((q.client for q, _ in self._stores.values()), None)
+        if client is None and self.url is None and self._aclient is not None:
+            from gq.store.twin import sync_twin
+
+            client = sync_twin(self._aclient)
+        return resolve_client(self.url, client)
 
     def server_now(self) -> float:
         """The Redis server's time (read once, then carried on the monotonic clock)."""

@@ -62,9 +62,7 @@ def to_task_result(alias: str, view: dict[str, Any]) -> TaskResult:
     if status == "done" and error is not None:
         status = "failed"  # done, but its return value could not be kept: none to give
     result = TaskResult(
-        task=task, id=view["id"], status=STATUSES[status],
-        enqueued_at=_time(view, "enqueued_at"), started_at=_time(view, "started_at"),
-        finished_at=_when(view), last_attempted_at=_time(view, "last_started_at"),
+        task=task, id=view["id"], status=STATUSES[status], **times(view),
         args=list(view.get("args") or []), kwargs=dict(view.get("kwargs") or {}),
         backend=alias,
         errors=[] if error is None else [stored_error(error, task, view.get("traceback"))],
@@ -94,6 +92,13 @@ def attempts(view: dict[str, Any]) -> int:
     attempt = int(view.get("attempt") or 0)
     finished = "finished" in view or view["status"] == "running"
     return attempt + 1 if finished else attempt
+
+
+def times(view: dict[str, Any]) -> dict[str, datetime | None]:
+    """The job's times as Django's TaskResult names them (None: not recorded)."""
+    return {"enqueued_at": _time(view, "enqueued_at"), "started_at": _time(view, "started_at"),
+            "last_attempted_at": _time(view, "last_started_at"),
+            "finished_at": _when(view)}  # fmt: skip
 
 
 def _when(view: dict[str, Any]) -> datetime | None:
