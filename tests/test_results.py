@@ -80,10 +80,11 @@ def test_get_on_an_id_of_another_queue_errs_clearly(backend: Backend, run_app: A
         return 1
 
     r = elsewhere.enqueue()
+    other_app = make_app(backend)  # knows only its default queue
     with pytest.raises(gq.ResultUnavailable, match="another queue or app"):
-        app.result(r.id).get(timeout=1)
-    assert app.result(r.id).status() == "missing"
-    assert app.result(r.id, queue=f"{backend.queue}-other").status() == "ready"
+        other_app.result(r.id).get(timeout=1)
+    assert other_app.result(r.id).status() == "missing"
+    assert other_app.result(r.id, queue=f"{backend.queue}-other").status() == "ready"
 
 
 def test_unserializable_result_is_a_failure_of_the_result_not_rerun(

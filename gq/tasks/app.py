@@ -229,17 +229,23 @@ class App:
     def _store(self, queue: str) -> tuple[TaskQueue, ProducerCore]:
         store = self._stores.get(queue)
         if store is None:
-            client = (
-                self._client
-                if self._client is not None
-                else next((q.client for q, _ in self._stores.values()), None)
-            )
-            client = resolve_client(self.url, client)
             store = self._stores[queue] = (
-                TaskQueue(client, queue),
+                TaskQueue(self._sync_client(), queue),
                 ProducerCore(queue, self.max_message_bytes),
             )
         return store
+
+    def _sync_client(self) -> Any:
+        """The blocking client: ``client``, else the one the stores share, else one of
+        ``url``, else a twin of ``aclient`` (given alone: Result.aget reads with it)."""
+        client = self._client
+        if client is None:
+            client = next((q.client for q, _ in self._stores.values()), None)
+        if client is None and self.url is None and self._aclient is not None:
+            from gq.store.twin import sync_twin
+
+            client = sync_twin(self._aclient)
+        return resolve_client(self.url, client)
 
     def server_now(self) -> float:
         """The Redis server's time (read once, then carried on the monotonic clock)."""
@@ -309,10 +315,27 @@ class App:
     # -- results (SPEC section 16) -----------------------------------------------------
 
     def result(self, job_id: str, queue: str | None = None) -> Result[Any]:
-        """A Result rebuilt from an id (a status endpoint), of ``queue`` (the app's default
-        queue when None): ``get()`` on an id of another queue or app says so."""
-        name = self.check_queue(queue) if queue is not None else self.queue
-        return Result(job_id, name, "", app=self)
+        """A Result rebuilt from an id (a status endpoint): of ``queue`` when given (a
+        shortcut), else of the first of ``known_queues()`` that knows the id (two round
+        trips, gq.store.locate), else of the app's default queue, whose ``get()`` then
+        says gq knows nothing of it."""
+        if queue is not None:
+            return Result(job_id, self.check_queue(queue), "", app=self)
+        return Result(job_id, self.locate(job_id) or self.queue, "", app=self)
+
+    def known_queues(self) -> list[str]:
+        """The queues a job of this app may be on: the default one first, then those its
+        tasks and raw handlers name, then those it enqueued to (``using(queue=...)``)."""
+        return list(dict.fromkeys([self.queue, *self.queues, *self.enqueued_queues()]))
+
+    def locate(self, job_id: str) -> str | None:
+        """The first of ``known_queues()`` that holds ``job_id`` or its outcome, else None."""
+        from gq.store.locate import locate
+
+        queues = self.known_queues()
+        if len(queues) == 1:
+            return queues[0]
+        return locate(self._store(self.queue)[0].client, job_id, queues)
 
     def gather_results(self, spec: Mapping[str, Any]) -> list[Any]:
         """A group callback's first argument: its members' results, in order."""

@@ -21,7 +21,11 @@ import redis
 from tests.helpers import RedisServer, stop_process
 
 PROJECT = Path(__file__).resolve().parent
-DB = 9  # the project's own database on the test Redis: emptied by each test
+#: The project's own database on the test Redis: emptied by each test.
+DB = int(os.environ.get("GQ_DJANGO_TEST_DB", "9"))
+#: Where .ci/django extracted the installed Django's own task tests (their ``tasks``
+#: package's parent): test_django_own.py runs them, and is collected only when set.
+OWN_TESTS = os.environ.get("GQ_DJANGO_OWN_TESTS")
 
 collect_ignore_glob: list[str] = []
 if sys.version_info < (3, 12) or importlib.util.find_spec("django") is None:
@@ -29,6 +33,8 @@ if sys.version_info < (3, 12) or importlib.util.find_spec("django") is None:
 else:
     # As manage.py's directory is for the project: its `project` and `shop` modules.
     sys.path.insert(0, str(PROJECT))
+    if not OWN_TESTS:
+        collect_ignore_glob = ["test_django_own.py"]
 
 
 @pytest.fixture(scope="module")

@@ -93,7 +93,7 @@ def test_what_django_or_gq_refuse_writes_nothing(client: redis.Redis) -> None:
         tasks.add.using(queue_name="elsewhere")
     with pytest.raises(TypeError, match="do not bind"):
         tasks.add.enqueue(1)
-    with pytest.raises(TypeError, match=r"args\[1\]"):
+    with pytest.raises(TypeError, match="Unsupported type"):  # Django's contract: JSON-like
         tasks.add.enqueue(1, object())
     assert client.keys("*") == []
 

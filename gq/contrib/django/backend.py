@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from django.db import close_old_connections
 from django.tasks import TaskContext, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import Task
+from django.tasks.exceptions import InvalidTask
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 from django.utils.json import normalize_json
@@ -34,25 +36,44 @@ import gq
 from gq.contrib.django import results
 from gq.errors import ConfigurationError
 
-#: One gq.App per backend alias, for the process: Django keeps a backend per thread
-#: (per greenlet under gevent), but the tasks registered must be the same for all.
-_APPS: dict[str, gq.App] = {}
+#: One gq.App per backend alias and settings, for the process: Django keeps a backend per
+#: thread (per greenlet under gevent), but the tasks registered must be the same for all;
+#: and a backend made after the settings changed (``override_settings``, Django's
+#: ``setting_changed`` makes new backends) has the app of its own settings.
+_APPS: dict[tuple[str, str], gq.App] = {}
 
 #: Seconds an outcome is kept when OPTIONS has no RESULT_TTL: Django's API reads results
 #: by id (``get_result``, ``refresh``), so they are kept unless the settings say not to.
 DEFAULT_RESULT_TTL = 86400.0
 
 
-class GQTask(Task):  # type: ignore[misc]  # (Django has no type information)
-    """A Django task that registers itself as a gq task on its backend's app."""
+#: gq's task options a Django ``@task(...)`` of a GQBackend takes (Django 6.1's
+#: ``task_class``): GQTask's fields, given to the gq task it registers.
+GQ_OPTIONS = ("retries", "timeout", "backoff", "unique_for", "group", "result_ttl")
 
-    __slots__ = ()
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GQTask(Task):  # type: ignore[misc]  # (Django has no type information)
+    """A Django task that registers itself as a gq task on its backend's app, with gq's
+    task options: ``@task(retries=5, timeout=30, unique_for=600, group=..., ...)``
+    (None: the backend's OPTIONS, then the worker's flags)."""
+
+    retries: int | None = None
+    timeout: float | None = None
+    backoff: float | None = None
+    unique_for: float | None = None
+    group: str | Callable[..., str] | None = None
+    result_ttl: float | None = None
 
     def __post_init__(self) -> None:
         Task.__post_init__(self)  # Django's checks (validate_task)
         backend = self.get_backend()
         if isinstance(backend, GQBackend):
             backend.register(self)
+
+    def gq_options(self) -> dict[str, Any]:
+        """The gq task options set on this task."""
+        return {name: getattr(self, name) for name in GQ_OPTIONS if getattr(self, name) is not None}
 
 
 class GQBackend(BaseTaskBackend):  # type: ignore[misc]  # (as above)
@@ -64,8 +85,9 @@ class GQBackend(BaseTaskBackend):  # type: ignore[misc]  # (as above)
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         #: In the settings' order (Django's ``queues`` is a set): the first is the app's.
-        self.queue_names: list[str] = list(params.get("QUEUES") or ["default"])
-        self.app = app_for(alias, self.options, self.queue_names)
+        #: None for ``QUEUES: []`` (Django: no validation): any queue, found by the app.
+        self.queue_names: list[str] | None = list(params.get("QUEUES") or []) or None
+        self.app = app_for(alias, self.options, (self.queue_names or ["default"])[0])
 
     @property
     def supports_get_result(self) -> bool:
@@ -76,14 +98,27 @@ class GQBackend(BaseTaskBackend):  # type: ignore[misc]  # (as above)
         """The gq task of a Django task (registered once, by its module path)."""
         found = self.app.tasks.get(task.module_path)
         if found is None:
-            found = self.app.task(name=task.module_path, queue=task.queue_name)(runner(task))
+            options = task.gq_options() if isinstance(task, GQTask) else {}
+            try:
+                make = self.app.task(name=task.module_path, queue=task.queue_name, **options)
+            except ConfigurationError as exc:
+                raise InvalidTask(f"task {task.module_path}: {exc}") from exc
+            found = make(runner(task))
         return found
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         self.validate_task(task)
+        # Django's contract for every backend: JSON-like arguments (TypeError "Unsupported
+        # type" otherwise), kept as JSON gives them back (tuples as lists).
+        args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         call = self.register(task).using(queue=task.queue_name, at=task.run_after)
-        result = call.enqueue(*args, **kwargs)  # TypeError for a value gq cannot carry
-        task_result = new_result(task, result.id, self.alias, list(args), dict(kwargs))
+        result = call.enqueue(*args, **kwargs)
+        task_result = new_result(task, result.id, self.alias, args, kwargs)
+        # When gq's Result tells when gq recorded the enqueue, that time, so that
+        # get_result and refresh() give back what enqueue() said (else now, as Django's).
+        enqueued = getattr(result, "enqueued_at", None)
+        if enqueued is not None:
+            object.__setattr__(task_result, "enqueued_at", results.aware(enqueued))
         task_enqueued.send(type(self), task_result=task_result)
         return task_result
 
@@ -98,17 +133,19 @@ class GQBackend(BaseTaskBackend):  # type: ignore[misc]  # (as above)
         return results.read(self.app, self.alias, self.queue_names, result_id)
 
 
-def app_for(alias: str, options: dict[str, Any], queues: list[str]) -> gq.App:
-    """The app of backend ``alias`` (made once); ``ImproperlyConfigured`` for bad OPTIONS."""
+def app_for(alias: str, options: dict[str, Any], queue: str) -> gq.App:
+    """The app of backend ``alias`` under these OPTIONS and first queue (made once per
+    settings); ``ImproperlyConfigured`` for bad OPTIONS."""
     from django.core.exceptions import ImproperlyConfigured
 
-    app = _APPS.get(alias)
+    key = (alias, repr((sorted(options.items()), queue)))
+    app = _APPS.get(key)
     if app is None:
         defaults = {key.lower(): value for key, value in options.items()}
         defaults.setdefault("result_ttl", DEFAULT_RESULT_TTL)
         url = defaults.pop("url", None)
         try:
-            app = _APPS[alias] = gq.App(url=url, queue=queues[0], **defaults)
+            app = _APPS[key] = gq.App(url=url, queue=queue, **defaults)
         except (ConfigurationError, TypeError) as exc:
             raise ImproperlyConfigured(f"TASKS[{alias!r}]['OPTIONS']: {exc}") from exc
     return app

@@ -11,7 +11,6 @@ from __future__ import annotations
 import builtins
 import inspect
 import traceback
-from collections.abc import Iterable
 from datetime import datetime, timezone
 from types import ModuleType
 from typing import Any
@@ -23,6 +22,7 @@ from django.utils.module_loading import import_string
 
 import gq
 import gq.errors
+from gq.store.locate import locate
 from gq.tasks.jobview import job_view
 
 #: gq's statuses (SPEC 16) as Django's; "missing" is TaskResultDoesNotExist.
@@ -39,18 +39,20 @@ STATUSES = {
 UNNAMED = "gq.errors.TaskFailed"
 
 
-def read(app: gq.App, alias: str, queues: Iterable[str], result_id: str) -> TaskResult:
-    """The TaskResult of job ``result_id`` on the first of ``queues`` that knows it
-    (``TaskResultDoesNotExist`` when none does, or when it is no Django task's job)."""
-    names = list(queues)
-    for queue in names:
-        view = job_view(app._store(queue)[0], result_id)
-        if view["status"] != "missing":
-            return to_task_result(alias, view)
-    raise TaskResultDoesNotExist(
-        f"gq knows nothing of job {result_id!r} on queue(s) {', '.join(names)}: never "
-        "enqueued there, cancelled, or its result expired (RESULT_TTL)"
-    )
+def read(app: gq.App, alias: str, queues: list[str] | None, result_id: str) -> TaskResult:
+    """The TaskResult of job ``result_id`` on the first of ``queues`` that knows it (any
+    queue the app knows for None: Django's ``QUEUES: []``); ``TaskResultDoesNotExist``
+    when none does, or when it is no Django task's job."""
+    names = queues or app.known_queues()
+    client = app._store(app.queue)[0].client
+    found = names[0] if len(names) == 1 else locate(client, result_id, names)
+    view = None if found is None else job_view(app._store(found)[0], result_id)
+    if view is None or view["status"] == "missing":
+        raise TaskResultDoesNotExist(
+            f"gq knows nothing of job {result_id!r} on queue(s) {', '.join(names)}: never "
+            "enqueued there, cancelled, or its result expired (RESULT_TTL)"
+        )
+    return to_task_result(alias, view)
 
 
 def to_task_result(alias: str, view: dict[str, Any]) -> TaskResult:
@@ -60,10 +62,10 @@ def to_task_result(alias: str, view: dict[str, Any]) -> TaskResult:
     if status == "done" and error is not None:
         status = "failed"  # done, but its return value could not be kept: none to give
     result = TaskResult(
-        task=task, id=view["id"], status=STATUSES[status],
-        enqueued_at=None, started_at=None, finished_at=_when(view), last_attempted_at=None,
+        task=task, id=view["id"], status=STATUSES[status], **times(view),
         args=list(view.get("args") or []), kwargs=dict(view.get("kwargs") or {}),
-        backend=alias, errors=[] if error is None else [stored_error(error, task)],
+        backend=alias,
+        errors=[] if error is None else [stored_error(error, task, view.get("traceback"))],
         worker_ids=["gq"] * attempts(view),
     )  # fmt: skip
     if status == "done":
@@ -92,16 +94,38 @@ def attempts(view: dict[str, Any]) -> int:
     return attempt + 1 if finished else attempt
 
 
+def times(view: dict[str, Any]) -> dict[str, datetime | None]:
+    """The job's times as Django's TaskResult names them (None: not recorded)."""
+    return {"enqueued_at": _time(view, "enqueued_at"), "started_at": _time(view, "started_at"),
+            "last_attempted_at": _time(view, "last_started_at"),
+            "finished_at": _when(view)}  # fmt: skip
+
+
 def _when(view: dict[str, Any]) -> datetime | None:
-    at = view.get("finished", view.get("since"))  # the kept outcome's, else dead's score
-    return None if at is None else datetime.fromtimestamp(at, tz=timezone.utc)
+    """When the job finished: the outcome's own time, else the kept outcome's, else
+    dead's score."""
+    at = view.get("finished_at") or view.get("finished", view.get("since"))
+    return None if at is None else aware(at)
 
 
-def stored_error(text: str, task: Task) -> TaskError:
+def _time(view: dict[str, Any], key: str) -> datetime | None:
+    """One of the job's times (unix seconds in the view) as an aware UTC datetime."""
+    at = view.get(key)
+    return None if at is None else aware(at)
+
+
+def aware(at: float) -> datetime:
+    """Unix seconds as an aware UTC datetime, as Django's results carry times."""
+    return datetime.fromtimestamp(float(at), tz=timezone.utc)
+
+
+def stored_error(text: str, task: Task, trace: str | None = None) -> TaskError:
     """An error as gq stores it ("Type: text", the worker's description) as Django's
-    TaskError: the text whole as the traceback (gq keeps no traceback), the type as a
-    class path (see ``class_path``)."""
-    return TaskError(exception_class_path=class_path(text, task), traceback=text)
+    TaskError: the type as a class path (see ``class_path``), the formatted traceback gq
+    kept with the failure (else the text whole, ended as a traceback ends)."""
+    if trace is None:
+        trace = text if text.endswith("\n") else text + "\n"
+    return TaskError(exception_class_path=class_path(text, task), traceback=trace)
 
 
 def class_path(text: str, task: Task) -> str:

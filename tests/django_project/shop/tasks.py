@@ -88,3 +88,20 @@ def quiet() -> None:
 def huge() -> int:
     record("huge")
     return 2**70  # JSON-like, but MessagePack has no form for it: gq cannot keep it
+
+
+@task(retries=5, timeout=30, backoff=2, unique_for=600, result_ttl=120)
+def restock(item: str) -> str:
+    """gq's task options on Django's @task (GQTask's fields)."""
+    return item
+
+
+@task(group="shop")
+def grouped(item: str) -> str:
+    """A grouped job (gq's groups, SPEC 17), its group named on Django's @task."""
+    return item
+
+
+def plain(item: str) -> str:
+    """Not a task: the tests make one of it."""
+    return item
