@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
@@ -37,6 +36,7 @@ from gq.store.outcomes import (
     status_of,
 )
 from gq.tasks import envelope
+from gq.tasks.ids import new_id
 from gq.tasks.outcome import GATHER
 from gq.tasks.results import Result, await_, look, settled, wait
 from gq.tasks.task import Signature
@@ -99,7 +99,7 @@ class Chain:
     def enqueue(self, *, result_ttl: float | None = None) -> ChainResult:
         """Enqueue the first step (the others follow it); the chain's handle."""
         keep = float(result_ttl or DEFAULT_KEEP)
-        cid = uuid.uuid4().hex
+        cid = new_id()
         ids = [f"{cid}.{i}" for i in range(len(self.steps))]
         app = app_of(self.steps[0])
         if app.eager is not None:
@@ -147,7 +147,7 @@ class Group:
 
     def enqueue(self, *, result_ttl: float | None = None) -> GroupResult:
         keep = float(result_ttl or DEFAULT_KEEP)
-        gid = uuid.uuid4().hex
+        gid = new_id()
         ids = [f"{gid}.{i}" for i in range(len(self.members))]
         home = (self.callback or self.members[0]).task.queue
         app = app_of(self.members[0])

@@ -167,7 +167,7 @@ def test_result_ttl_zero_keeps_none_and_says_so(client: redis.Redis, django_url:
     quiet = task_backends["nokeep"]
     assert quiet.supports_get_result is False
     result = tasks.quiet.enqueue()
-    assert "result_ttl" not in opts(result.id)
+    assert opts(result.id).get("result_ttl", 0) == 0  # (0 is written: no fallback to a keep)
     with pytest.raises(NotImplementedError, match="RESULT_TTL is 0"):
         result.refresh()
     from django.core.exceptions import ImproperlyConfigured

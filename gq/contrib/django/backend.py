@@ -35,6 +35,7 @@ from django.utils.json import normalize_json
 import gq
 from gq.contrib.django import results
 from gq.errors import ConfigurationError
+from gq.tasks.ids import id_time
 
 #: One gq.App per backend alias and settings, for the process: Django keeps a backend per
 #: thread (per greenlet under gevent), but the tasks registered must be the same for all;
@@ -114,9 +115,9 @@ class GQBackend(BaseTaskBackend):  # type: ignore[misc]  # (as above)
         call = self.register(task).using(queue=task.queue_name, at=task.run_after)
         result = call.enqueue(*args, **kwargs)
         task_result = new_result(task, result.id, self.alias, args, kwargs)
-        # When gq's Result tells when gq recorded the enqueue, that time, so that
-        # get_result and refresh() give back what enqueue() said (else now, as Django's).
-        enqueued = getattr(result, "enqueued_at", None)
+        # The enqueue time gq records (read from the job's id), so that get_result and
+        # refresh() give back what enqueue() said (a given id of another form: now).
+        enqueued = id_time(result.id)
         if enqueued is not None:
             object.__setattr__(task_result, "enqueued_at", results.aware(enqueued))
         task_enqueued.send(type(self), task_result=task_result)
