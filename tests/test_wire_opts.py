@@ -142,3 +142,11 @@ def test_a_worker_process_survives_malformed_options_and_drains_the_good_jobs(
         assert client.zscore(f"{queue}:dead", job_id) is not None, job_id
     assert not [k for k in client.scan_iter(match=f"{queue}:inflight:*") if client.scard(k)]
     assert client.llen(f"{queue}:active") == 0
+
+
+@pytest.mark.parametrize("after", [math.inf, math.nan, -1.0, 1e300, "soon", True])
+def test_retry_refuses_a_delay_that_is_not_a_finite_number_of_seconds(after: Any) -> None:
+    """Retry(after=inf) would park its job for ever: never run again, never dead."""
+    with pytest.raises(ValueError, match=r"Retry\(after=...\)"):
+        gq.Retry(after=after)
+    assert gq.Retry(after=0).after == 0.0 and gq.Retry(after=2).after == 2.0
