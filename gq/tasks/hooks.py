@@ -180,13 +180,37 @@ class EnqueueRun:
         """The headers of job ``id`` once every hook saw it."""
         event = Enqueueing(id, self.queue, self.task, args, kwargs, dict(headers or {}))
         for hook in self.hooks:
+            before = dict(event.headers)
             cm = _called(hook, event)
             if cm is not None:
                 self.opened.append(cm)
+            event.headers = _checked_headers(hook, event, before)
         return event.headers or None
 
     def close(self, error: BaseException | None) -> None:
         close(self.opened, error)
+
+
+def _checked_headers(hook: Hook, event: Enqueueing, before: dict[str, str]) -> dict[str, str]:
+    """The headers after ``hook``: a header it set that is not str to str is dropped with
+    a logged error naming the hook and the header, as a hook that raises changes nothing
+    (docs/decisions.md); ``before``'s value stays. A map set in their place that is not
+    a dict leaves ``before``."""
+    headers: Any = event.headers
+    if type(headers) is not dict:
+        log.error("gq hook %r set the headers of job %s to a %s, not a dict: ignored",
+                  hook, event.id, type(headers).__name__)  # fmt: skip
+        return before
+    bad = [k for k, v in headers.items() if type(k) is not str or type(v) is not str]
+    if not bad:
+        return headers
+    for key in bad:
+        log.error("gq hook %r set header %r of job %s (task %s) to %r: headers map str to "
+                  "str; dropped", hook, key, event.id, event.task, headers[key])  # fmt: skip
+        del headers[key]
+        if key in before:
+            headers[key] = before[key]
+    return headers
 
 
 def _called(hook: Hook, event: Any) -> Any | None:
