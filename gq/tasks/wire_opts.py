@@ -19,30 +19,35 @@ from gq.errors import ConfigurationError, Kill
 from gq.tasks.groups import check_group
 from gq.tasks.options import MAX_SECONDS
 
-#: The keys a map of ``then`` must carry, by its kind.
-_STEP_NEEDS = ("queue", "id", "task")
-_MEMBER_NEEDS = ("queue", "group", "index", "keep")
-
 
 def check(task: str, opts: dict[str, Any], now: Callable[[], float]) -> None:
     """``Kill`` naming the first option of ``opts`` with a wrong type or range, or
     ``Kill("expired")`` when ``expires`` has passed."""
+    _check_numbers(task, opts)
+    _check_names(task, opts)
+    expires = opts.get("expires")
+    if expires is not None and expires <= now():
+        raise Kill("expired")
+    _check_then(task, opts.get("then"))
+    gather = opts.get("gather")
+    if gather is not None:
+        if type(gather) is not dict:
+            _refuse(task, "gather", gather, "a map")
+        _need_names(task, "gather", gather, ("queue", "group"))
+        _need_count(task, "gather.n", gather.get("n"))
+
+
+def _check_numbers(task: str, opts: dict[str, Any]) -> None:
     for name in ("timeout", "backoff", "result_ttl"):
         value = opts.get(name)
         if value is not None and not _seconds(value, zero=name == "result_ttl"):
             _refuse(task, name, value, f"a number of seconds > 0 and <= {MAX_SECONDS:g}")
     retries = opts.get("retries")
-    if retries is not None and not (type(retries) is int and retries >= 0):
-        _refuse(task, "retries", retries, "an int >= 0")
-    _check_names(task, opts)
+    if retries is not None:
+        _need_count(task, "retries", retries)
     expires = opts.get("expires")
-    if expires is not None:
-        if type(expires) not in (int, float) or not math.isfinite(expires):
-            _refuse(task, "expires", expires, "a finite number (unix seconds)")
-        if expires <= now():
-            raise Kill("expired")
-    _check_then(task, opts.get("then"))
-    _check_gather(task, opts.get("gather"))
+    if expires is not None and (type(expires) not in (int, float) or not math.isfinite(expires)):
+        _refuse(task, "expires", expires, "a finite number (unix seconds)")
 
 
 def _seconds(value: Any, zero: bool = False) -> bool:
@@ -71,57 +76,51 @@ def _check_then(task: str, then: Any) -> None:
     if type(then) is not list:
         _refuse(task, "then", then, "an array of maps")
     for index, spec in enumerate(then):
+        place = f"then[{index}]"
         if type(spec) is not dict:
-            _refuse(task, f"then[{index}]", spec, "a map")
+            _refuse(task, place, spec, "a map")
         kind = spec.get("kind")
         if kind == "step":
-            _check_step(task, index, spec)
-        elif kind == "member":
-            _check_member(task, index, spec)
-        # (another kind: a newer producer's, which this worker does not act on)
+            _check_step(task, place, spec)
+        elif kind == "member":  # (another kind: a newer producer's, not acted on here)
+            _check_member(task, place, spec)
 
 
-def _check_step(task: str, index: int, spec: dict[str, Any]) -> None:
-    place = f"then[{index}]"
-    for key in _STEP_NEEDS:
-        if type(spec.get(key)) is not str or not spec[key]:
-            _refuse(task, f"{place}.{key}", spec.get(key), "a non-empty str")
-    for key, kind, what in (("args", list, "an array"), ("kwargs", dict, "a map"),
-                            ("opts", dict, "a map"), ("headers", dict, "a map"),
-                            ("pass", bool, "a bool")):  # fmt: skip
+def _check_member(task: str, place: str, spec: dict[str, Any]) -> None:
+    _need_names(task, place, spec, ("queue", "group"))
+    _need_count(task, f"{place}.index", spec.get("index"))
+    if not _seconds(spec.get("keep")):
+        _refuse(task, f"{place}.keep", spec.get("keep"), "a number of seconds > 0")
+
+
+#: The optional keys of a step's map: their type, and its name in a reason.
+_STEP_KEYS = (("args", list, "an array"), ("kwargs", dict, "a map"), ("opts", dict, "a map"),
+              ("headers", dict, "a map"), ("pass", bool, "a bool"))  # fmt: skip
+
+
+def _check_step(task: str, place: str, spec: dict[str, Any]) -> None:
+    _need_names(task, place, spec, ("queue", "id", "task"))
+    for key, kind, what in _STEP_KEYS:
         value = spec.get(key)
         if value is not None and type(value) is not kind:
             _refuse(task, f"{place}.{key}", value, what)
     headers = spec.get("headers") or {}
     if not all(type(k) is str and type(v) is str for k, v in headers.items()):
         _refuse(task, f"{place}.headers", headers, "a map of str to str")
-    if any(type(key) is not str for key in spec.get("kwargs") or {}):
+    if not all(isinstance(key, str) for key in spec.get("kwargs") or {}):
         _refuse(task, f"{place}.kwargs", spec["kwargs"], "a map with str keys")
 
 
-def _check_member(task: str, index: int, spec: dict[str, Any]) -> None:
-    place = f"then[{index}]"
-    for key in _MEMBER_NEEDS[:2]:
-        if type(spec.get(key)) is not str or not spec[key]:
-            _refuse(task, f"{place}.{key}", spec.get(key), "a non-empty str")
-    position = spec.get("index")
-    if type(position) is not int or position < 0:
-        _refuse(task, f"{place}.index", position, "an int >= 0")
-    if not _seconds(spec.get("keep")):
-        _refuse(task, f"{place}.keep", spec.get("keep"), "a number of seconds > 0")
+def _need_names(task: str, place: str, spec: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        value = spec.get(key)
+        if type(value) is not str or not value:
+            _refuse(task, f"{place}.{key}", value, "a non-empty str")
 
 
-def _check_gather(task: str, gather: Any) -> None:
-    if gather is None:
-        return
-    if type(gather) is not dict:
-        _refuse(task, "gather", gather, "a map")
-    for key in ("queue", "group"):
-        if type(gather.get(key)) is not str or not gather[key]:
-            _refuse(task, f"gather.{key}", gather.get(key), "a non-empty str")
-    count = gather.get("n")
-    if type(count) is not int or count < 0:
-        _refuse(task, "gather.n", count, "an int >= 0")
+def _need_count(task: str, name: str, value: Any) -> None:
+    if type(value) is not int or value < 0:
+        _refuse(task, name, value, "an int >= 0")
 
 
 def _refuse(task: str, name: str, value: Any, wanted: str) -> NoReturn:
