@@ -150,3 +150,30 @@ def test_retry_refuses_a_delay_that_is_not_a_finite_number_of_seconds(after: Any
     with pytest.raises(ValueError, match=r"Retry\(after=...\)"):
         gq.Retry(after=after)
     assert gq.Retry(after=0).after == 0.0 and gq.Retry(after=2).after == 2.0
+
+
+def test_an_outcome_that_cannot_be_built_sends_the_job_to_dead_not_the_worker_down(
+    backend: Backend, run_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last guard (gq/worker/planned.py): should a checked envelope's outcome still
+    fail to build after its run, the job goes to dead with the reason, and the worker on."""
+    from gq.tasks import outcome
+
+    def broken(self: Any, value: Any) -> Any:
+        raise RuntimeError("a bug in the outcome")
+
+    monkeypatch.setattr(outcome.Finisher, "done", broken)
+    app = make_app(backend)
+    runs: list[str] = []
+
+    @app.task(name="ping")
+    def ping(label: str) -> str:
+        runs.append(label)
+        return label
+
+    kept = ping.using(result_ttl=60, retries=2).enqueue("kept")
+    plain = ping.enqueue("plain")
+    run_app(app, job_max_attempts=5)
+    wait_until(lambda: kept.id in dead(backend) and stored(backend, plain.id) is None)
+    assert "its outcome could not be built: RuntimeError" in (dead(backend)[kept.id] or "")
+    assert sorted(runs) == ["kept", "plain"]
