@@ -198,9 +198,19 @@ class Retry(Exception):
     after ``after`` seconds (the task's backoff when None) while attempts remain, else it
     goes to dead (SPEC section 14)."""
 
+    #: The longest delay, in seconds (about 31 years, as gq.tasks.options.MAX_SECONDS).
+    MAX_AFTER = 1e9
+
     def __init__(self, after: float | None = None, reason: str = "") -> None:
-        if after is not None and not after >= 0:
-            raise ValueError(f"Retry(after=...) needs a delay >= 0, not {after!r}")
+        if after is not None:
+            try:
+                seconds = float(after)
+            except (TypeError, ValueError):
+                seconds = math.nan
+            # inf (or 1e300) would park the job for ever: it would never run again, nor die.
+            if isinstance(after, bool) or not 0 <= seconds <= self.MAX_AFTER:
+                raise ValueError(f"Retry(after=...) needs a number of seconds >= 0 and <= "
+                                 f"{self.MAX_AFTER:g}, not {after!r}")  # fmt: skip
         self.after = None if after is None else float(after)
         super().__init__(reason or ("retry requested" + (f" in {after:g} s" if after else "")))
 

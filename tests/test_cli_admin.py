@@ -332,8 +332,9 @@ def test_admin_scripts_return_what_their_headers_say(backend: Backend) -> None:
     q.push([("ready", b"m")])
     c.zadd(q.keys.scheduled, {"due": 1.0, "later": 4e9})
     c.sadd(q.keys.inflight("c1"), "running")
-    assert q.backlog("c1") == (1, 1, 1)  # backlog.lua: ready, due, this consumer's in flight
-    assert q.backlog("other") == (1, 1, 0)
+    # backlog.lua: ready, due, this consumer's in flight, the fields of the groups' lines
+    assert q.backlog("c1") == (1, 1, 1, 0)
+    assert q.backlog("other") == (1, 1, 0, 0)
 
     c.zadd(q.keys.dead, {"d1": 1.0, "d2": 2.0, "no-message": 3.0})
     c.hset(q.keys.data, mapping={"d1": b"m1", "d2": b"m2"})

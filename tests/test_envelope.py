@@ -59,15 +59,32 @@ def test_datetime_is_the_msgpack_timestamp_extension() -> None:
     assert body["args"][0] == msgpack.Timestamp.from_datetime(when)
 
 
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
 def test_subclasses_of_scalars_travel_as_their_base_type() -> None:
     class Colour(str, enum.Enum):
         RED = "red"
 
-    class Level(enum.IntEnum):
-        HIGH = 3
-
     env = envelope.decode(envelope.encode("t", [Colour.RED, Level.HIGH], {}))
     assert env.args == ["red", 3]
+
+
+def test_a_str_subclass_key_travels_as_its_str_value() -> None:
+    """Accepted as a key as it is as a value (issue 31): an enum keyed map, in the
+    arguments and in a return value (encodable: kept as a result)."""
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    data = envelope.encode("t", [{Colour.RED: 1}], {"by": {Colour.RED: [Colour.RED]}})
+    env = envelope.decode(data)
+    assert env.args == [{"red": 1}] and env.kwargs == {"by": {"red": ["red"]}}
+    assert type(next(iter(env.args[0]))) is str
+    assert envelope.encodable({Colour.RED: 1})
+    with pytest.raises(TypeError, match="map keys must be str"):
+        envelope.encode("t", [{Level.HIGH: 1}], {})
 
 
 @dataclasses.dataclass

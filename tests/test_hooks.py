@@ -173,6 +173,39 @@ def test_a_failing_hook_is_logged_and_changes_nothing(
     assert len(failures) == 3 and all("integration bug" in r.exc_text for r in failures)
 
 
+def test_a_header_a_hook_sets_that_is_not_str_is_dropped_with_a_logged_error(
+    backend: Backend, run_app: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As a hook that raises changes nothing (docs/decisions.md): the job is enqueued with
+    the headers the hooks set well, and the bad one's error names the hook and header."""
+    app = make_app(backend)
+    ran: list[dict[str, str]] = []
+
+    @app.on_enqueue
+    def tenant(event: Enqueueing) -> None:
+        event.headers["tenant"] = 42  # type: ignore[assignment]  # the bug under test
+        event.headers["given"] = b"x"  # type: ignore[assignment]  # over the caller's
+        event.headers["trace"] = "t1"
+
+    @app.on_enqueue
+    def replaces(event: Enqueueing) -> None:
+        event.headers = ["not", "a", "map"]  # type: ignore[assignment]
+
+    @app.task
+    def work() -> None:
+        job = gq.current_job()
+        assert job is not None
+        ran.append(dict(job.headers))
+
+    result = work.using(headers={"given": "1"}).enqueue()  # no TypeError
+    run_app(app)
+    wait_until(lambda: ran == [{"given": "1", "trace": "t1"}])
+    wait_until(lambda: stored(backend, result.id) is None)
+    errors = [r.getMessage() for r in caplog.records if r.name == "gq.hooks"]
+    assert any("tenant" in m and "'tenant'" in m and "42" in m for m in errors), errors
+    assert any("'given'" in m for m in errors) and any("replaces" in m for m in errors)
+
+
 def test_an_app_without_job_hooks_runs_the_plain_path(backend: Backend) -> None:
     app = make_app(backend)
 

@@ -138,10 +138,14 @@ def test_a_value_with_no_form_is_the_results_failure_not_the_jobs() -> None:
     assert record.error is not None and record.error.startswith("the return value could not")
 
 
+#: A chain's next step, as workflows write it (checked before the run: gq/tasks/wire_opts.py).
+_STEP = {"kind": "step", "queue": "q", "id": "s", "task": "noop"}
+
+
 @pytest.mark.parametrize(
     "opts",
     [
-        {"retries": 3, "result_ttl": float(TTL), THEN: [{"kind": "step", "queue": "q"}]},
+        {"retries": 3, "result_ttl": float(TTL), THEN: [_STEP]},
         {"retries": 3, "result_ttl": float(TTL), GATHER: {"group": "g"}},
         {"result_ttl": float(TTL)},  # (another call's options: using(retries=...))
         {"retries": 3, "result_ttl": 60.0},

@@ -52,6 +52,24 @@ def test_an_app_serves_every_queue_its_tasks_name(redis_server: RedisServer, que
     assert ran(redis_server.client(), queue) == [f"hello ann {queue} 0", "other 7", "raw legacy"]
 
 
+def test_burst_drains_grouped_jobs_waiting_in_their_groups_lines_then_exits(
+    redis_server: RedisServer, queue: str
+) -> None:
+    """Grouped jobs wait in their group's line, not the active list: burst counts them."""
+    app = producer_app(redis_server, queue)
+    for tenant in ("acme", "initech"):
+        for n in range(3):
+            app.tasks["hello"].using(group=tenant).enqueue(f"{tenant}{n}")
+    client = redis_server.client()
+    assert client.llen(f"{queue}:active") == 0  # all six in their groups' lines
+    result = run(WORKER, "tests.task_app:app", "--burst", "--stats-interval", "0",
+                 env=env(redis_server, queue))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = [f"hello {t}{n} {queue} 0" for t in ("acme", "initech") for n in range(3)]
+    assert ran(client, queue) == sorted(expected)
+    assert client.hlen(f"{queue}:groups:lines") == 0
+
+
 def test_queue_flag_chooses_the_queues(redis_server: RedisServer, queue: str) -> None:
     app = producer_app(redis_server, queue)
     app.tasks["hello"].enqueue("ann")

@@ -41,9 +41,10 @@ def report_loop(consumer: Consumer, interval: float) -> None:
 def burst_loop(
     consumer: Consumer, rqs: list[RedisQueue], interval: float = BURST_CHECK_INTERVAL
 ) -> None:
-    """Stop ``consumer`` once nothing is ready, nothing is due and it holds nothing.
+    """Stop ``consumer`` once nothing is ready (in the active list or in a group's line),
+    nothing is due and it holds nothing.
 
-    The three counts come from one atomic read, so a job on its way from one place to
+    The counts come from one atomic read, so a job on its way from one place to
     the next (scheduled -> active -> in flight -> acknowledged) is always seen somewhere.
     A job retried later than now does not hold the run: burst means "what is due now".
     """

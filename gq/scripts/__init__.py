@@ -29,6 +29,7 @@ NAMES = (
     "recover",
     "backlog",
     "retry_dead",
+    "run_scheduled",
     "delete_jobs",
     "tidy",
     "periodic",

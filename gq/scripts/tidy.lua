@@ -11,12 +11,18 @@
 -- KEYS[8] active list   KEYS[9] signal list
 -- KEYS[10..16] the group keys: a held grouped job whose message is gone (a curlyq consumer
 -- acknowledged it) is released, so its group's capacity comes back; a scheduled one's note
--- is dropped. One page of each hash per call (HSCAN from 0, TIDY_GROUP_PAGE): both hold
--- only jobs in flight or scheduled with a group.
+-- is dropped; a group's rate state ("tat\n" .. group) or hold ("hold\n" .. group) that is
+-- past is dropped (it says nothing: a past tat reads as now), so that no field per group
+-- is kept for ever. One page of each of the three hashes per call (HSCAN COUNT
+-- TIDY_GROUP_PAGE), each walk resumed from its own cursor, so every entry is seen over
+-- successive calls with bounded work per call.
 -- ARGV[1] dead_max_jobs   ARGV[2] dead_max_age in seconds
--- ARGV[3] HSCAN cursor of the recovered hash ("0" starts a walk)   ARGV[4] HSCAN COUNT
+-- ARGV[3] the walks' HSCAN cursors, space-separated: recovered, groups' of, groups' later,
+--         groups' state (missing ones are "0"; "0" alone starts every walk)
+-- ARGV[4] HSCAN COUNT of the recovered hash
 -- ARGV[5] how long a cancel request is kept, in seconds
--- Returns {next cursor ("0" when the walk is complete), dead jobs trimmed, counts dropped}.
+-- Returns {the next cursors, as ARGV[3] takes them ("0" once every walk is complete),
+-- dead jobs trimmed, counts dropped}.
 check_types({KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[6], 'zset'})
 local before = redis.call('ZCARD', KEYS[1])
 local now = server_now()
@@ -32,20 +38,36 @@ for _, key in ipairs(held) do
 end
 if released then wake_after_release(KEYS[7], KEYS[8], KEYS[9]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - tonumber(ARGV[5]))
+local cursors = {}
+for cursor in string.gmatch(ARGV[3], '%S+') do cursors[#cursors + 1] = cursor end
+for i = 1, 4 do cursors[i] = cursors[i] or '0' end
 local G = group_keys(10)
 check_types(group_types(G))
 local TIDY_GROUP_PAGE = 1000
-for _, hash in ipairs({G.of, G.later}) do
-  local entries = redis.call('HSCAN', hash, '0', 'COUNT', TIDY_GROUP_PAGE)[2]
-  local gone = {}
-  for i = 1, #entries, 2 do
-    if redis.call('HEXISTS', KEYS[2], entries[i]) == 0 then gone[#gone + 1] = entries[i] end
+for i, hash in ipairs({G.of, G.later}) do
+  local page = redis.call('HSCAN', hash, cursors[i + 1], 'COUNT', TIDY_GROUP_PAGE)
+  cursors[i + 1] = page[1]
+  local entries, gone = page[2], {}
+  for j = 1, #entries, 2 do
+    if redis.call('HEXISTS', KEYS[2], entries[j]) == 0 then gone[#gone + 1] = entries[j] end
   end
   if hash == G.of then group_release(G, gone, KEYS[9])
   elseif #gone > 0 then call_chunked('HDEL', G.later, gone) end
 end
+local state = redis.call('HSCAN', G.state, cursors[4], 'COUNT', TIDY_GROUP_PAGE)
+cursors[4] = state[1]
+local now_ms, past = now * 1000, {}
+for j = 1, #state[2], 2 do
+  local field = state[2][j]
+  if string.sub(field, 1, 4) == 'tat\n' or string.sub(field, 1, 5) == 'hold\n' then
+    local at = tonumber(state[2][j + 1])
+    if not at or at ~= at or at <= now_ms then past[#past + 1] = field end
+  end
+end
+if #past > 0 then call_chunked('HDEL', G.state, past) end
 local trimmed = before - redis.call('ZCARD', KEYS[1])
-local page = redis.call('HSCAN', KEYS[3], ARGV[3], 'COUNT', tonumber(ARGV[4]))
+local page = redis.call('HSCAN', KEYS[3], cursors[1], 'COUNT', tonumber(ARGV[4]))
+cursors[1] = page[1]
 local entries = page[2]
 local dropped = 0
 for i = 1, #entries, 2 do
@@ -54,4 +76,6 @@ for i = 1, #entries, 2 do
     dropped = dropped + 1
   end
 end
-return {page[1], trimmed, dropped}
+local next_cursors = table.concat(cursors, ' ')
+if next_cursors == '0 0 0 0' then next_cursors = '0' end
+return {next_cursors, trimmed, dropped}

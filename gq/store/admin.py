@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 
 from gq.store import base
 from gq.store.base import MAX_BATCH, RedisPipeline, as_text, chunks, each_key, flags, optional_int
+from gq.store.groupkeys import group_keys
 from gq.store.keys import QUEUE_REGISTRY
 from gq.store.registry import MAX_REGISTERED_QUEUES as MAX_REGISTERED_QUEUES
 from gq.store.registry import ConsumerReports
@@ -85,7 +86,8 @@ class QueueAdmin(ConsumerReports):
         if not ids:
             return []
         k = self.keys
-        keys = [k.active, k.scheduled, k.dead, k.data, k.recovered, k.cancelled]
+        keys = [k.active, k.scheduled, k.dead, k.data, k.recovered, k.cancelled,
+                *group_keys(k.name)]  # fmt: skip
         replies = self._run_batches("cancel", keys, [list(chunk) for chunk in chunks(ids)])
         return [as_text(outcome) for reply in replies for outcome in reply]
 
@@ -223,12 +225,13 @@ class QueueAdmin(ConsumerReports):
         return [(job_id, score, message) for (job_id, score), message in zip(entries, messages)]
 
     def run_scheduled(self, ids: Sequence[str]) -> list[bool]:
-        """Move the given scheduled jobs to the tail of the queue now; True per id moved.
-
-        retry_dead.lua moves ids from whichever sorted set it is given to the tail of the
-        active list, atomically: run on the scheduled set, it is exactly "run now".
-        """
-        return self._to_tail(self.keys.scheduled, [(job_id, None) for job_id in ids])
+        """Move the given scheduled jobs to the tail of the queue now, a grouped one to the
+        end of its group's line (run_scheduled.lua); True per id moved."""
+        if not ids:
+            return []
+        k = self.keys
+        keys = [k.scheduled, k.data, k.active, k.signal, k.cancelled, *group_keys(k.name)]
+        return flags(self._run_batches("run_scheduled", keys, [list(c) for c in chunks(ids)]))
 
     def _to_tail(self, key: str, entries: Sequence[tuple[str, bytes | None]]) -> list[bool]:
         """retry_dead.lua on ``key`` (the dead or the scheduled set, in place of the dead

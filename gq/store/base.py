@@ -22,6 +22,7 @@ from gq import scripts
 from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError, RateLimited
 from gq.job import ID_ERRORS
 from gq.store import topology
+from gq.store.groupkeys import group_keys
 from gq.store.keys import QueueKeys
 
 # Bounds on one script call (SPEC: "bounded in the work it does per call"); longer
@@ -376,8 +377,10 @@ class ScriptedQueue:
         self.client.ping()
         self.backlog("access-check")
 
-    def backlog(self, consumer_id: str) -> tuple[int, int, int]:
-        """(ready, due by server time, in flight for this consumer), read atomically."""
-        keys = [self.keys.active, self.keys.scheduled, self.keys.inflight(consumer_id)]
-        ready, due, inflight = self._run("backlog", keys, [])
-        return int(ready), int(due), int(inflight)
+    def backlog(self, consumer_id: str) -> tuple[int, int, int, int]:
+        """(ready, due by server time, in flight for this consumer, grouped: the fields of
+        the groups' lines, 0 exactly when no grouped job waits), read atomically."""
+        keys = [self.keys.active, self.keys.scheduled, self.keys.inflight(consumer_id),
+                *group_keys(self.keys.name)]  # fmt: skip
+        ready, due, inflight, grouped = self._run("backlog", keys, [])
+        return int(ready), int(due), int(inflight), int(grouped)

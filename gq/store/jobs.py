@@ -234,10 +234,11 @@ class RedisQueue(ScriptedQueue):
     def tidy(
         self, cursor: str, *, dead_max_jobs: int, dead_max_age: float, count: int = MAX_BATCH
     ) -> tuple[str, int, int]:
-        """Trim the dead set by age and size, and drop up to ``count`` recovery counts of
-        jobs that no longer exist, from ``cursor`` on ("0" starts a walk).
+        """Trim the dead set by age and size, drop up to ``count`` recovery counts of jobs
+        gone, and a page of the groups' notes of jobs gone and of past rate states, each
+        walk from ``cursor`` on (tidy.lua's, opaque here; "0" starts them all).
 
-        Returns (next cursor, "0" when the walk is complete; dead jobs trimmed; counts dropped).
+        Returns (next cursor, "0" when every walk is complete; dead jobs trimmed; counts dropped).
         """
         k = self.keys
         reply = self._run(

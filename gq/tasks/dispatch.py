@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from gq.errors import EnvelopeError, Kill, UnknownTaskError
 from gq.job import Job
-from gq.tasks import envelope
+from gq.tasks import envelope, wire_opts
 from gq.tasks.hooks import Attempt
 from gq.tasks.joblog import CURRENT as _CURRENT
 from gq.tasks.joblog import fields as log_fields
@@ -228,15 +228,12 @@ class _Entry:
         return Plan(run, timeout, retries, backoff, self.name, finisher(job, fields, self.keep))
 
     def _options(self, opts: dict[str, Any]) -> tuple[Any, Any, Any]:
-        """The envelope's timeout, retries and backoff, else the task's."""
-        expires = opts.get("expires")
-        if expires is not None and _number(self.name, "expires", expires) <= self.now():
-            raise Kill("expired")
-        return (
-            _number(self.name, "timeout", opts.get("timeout", self.timeout)),
-            _count(self.name, opts.get("retries", self.retries)),
-            _number(self.name, "backoff", opts.get("backoff", self.backoff)),
-        )
+        """The envelope's timeout, retries and backoff, else the task's; every option
+        checked first (gq.tasks.wire_opts: a bad one kills the job before it runs)."""
+        wire_opts.check(self.name, opts, self.now)
+        get = opts.get
+        return (get("timeout", self.timeout), get("retries", self.retries),
+                get("backoff", self.backoff))  # fmt: skip
 
     def run(self, job: Job, fields: envelope.Fields) -> object:
         token = _CURRENT.set((job, fields))
@@ -311,15 +308,3 @@ def _own_opts(options: TaskOptions, now: Callable[[], float]) -> dict[str, Any]:
     if options.expires is not None or options.unique_for is not None or options.group:
         return {}
     return wire(options, now, None)
-
-
-def _number(task: str, name: str, value: Any) -> Any:
-    if value is None or (type(value) in (int, float) and value > 0):
-        return value
-    raise Kill(f"task {task}: option {name} is {value!r}, not a positive number")
-
-
-def _count(task: str, value: Any) -> Any:
-    if value is None or (type(value) is int and value >= 0):
-        return value
-    raise Kill(f"task {task}: option retries is {value!r}, not an int >= 0")

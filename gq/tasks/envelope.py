@@ -21,7 +21,8 @@ or kills a job.
 Values: None, bool, int (64 bits), float, str, bytes (and bytearray, read back as
 bytes), lists and tuples (read back as lists), dicts with str keys, and timezone-aware
 datetimes (MessagePack's timestamp extension, -1; read back in UTC). Subclasses of
-str, int and float (enums, say) travel as their base type. Anything else is refused
+str, int and float (enums, say) travel as their base type, a str subclass as a map's
+key too. Anything else is refused
 with a ``TypeError`` naming its place (``kwargs["when"]``): UUID, Decimal, date, sets
 and dataclasses are the caller's to convert (``str(uuid)``, ``date.isoformat()``,
 ``dataclasses.asdict(obj)``), so that every language reads the same values (no Python-only format).
@@ -254,7 +255,9 @@ def _ok_map(values: Any) -> bool:
         return False
     scalars = _SCALARS
     for key, value in values.items():
-        if type(key) is not str or (type(value) not in scalars and not _ok(value)):
+        if type(key) is not str and not isinstance(key, str):  # (a str enum: its str value)
+            return False
+        if type(value) not in scalars and not _ok(value):
             return False
     return True
 
@@ -302,7 +305,7 @@ def _locate(value: Any, place: str) -> None:
         return
     if isinstance(value, Mapping):
         for key, item in value.items():
-            if type(key) is not str:
+            if not isinstance(key, str):
                 raise TypeError(f"{place} has the key {key!r}: map keys must be str")
             _locate(item, f"{place}[{json.dumps(key)}]")
         return

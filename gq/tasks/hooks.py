@@ -180,13 +180,38 @@ class EnqueueRun:
         """The headers of job ``id`` once every hook saw it."""
         event = Enqueueing(id, self.queue, self.task, args, kwargs, dict(headers or {}))
         for hook in self.hooks:
+            before = dict(event.headers)
             cm = _called(hook, event)
             if cm is not None:
                 self.opened.append(cm)
+            event.headers = _checked_headers(hook, event, before)
         return event.headers or None
 
     def close(self, error: BaseException | None) -> None:
         close(self.opened, error)
+
+
+def _checked_headers(hook: Hook, event: Enqueueing, before: dict[str, str]) -> dict[str, str]:
+    """The headers after ``hook``: one it set that is not str to str is dropped with a
+    logged error (as a hook that raises changes nothing; docs/decisions.md), ``before``'s
+    value kept; a map replaced by something else than a dict leaves ``before``."""
+    headers: Any = event.headers
+    if type(headers) is not dict:
+        log.error("gq hook %r set the headers of job %s to a %s, not a dict: ignored",
+                  hook, event.id, type(headers).__name__)  # fmt: skip
+        return before
+    for key in [k for k, v in headers.items() if type(k) is not str or type(v) is not str]:
+        _drop_header(hook, event, headers, key, before)
+    return headers
+
+
+def _drop_header(
+    hook: Hook, event: Enqueueing, headers: dict[Any, Any], key: Any, before: dict[str, str]
+) -> None:
+    log.error("gq hook %r set header %r of job %s (task %s) to %r: headers map str to str; "
+              "dropped", hook, key, event.id, event.task, headers.pop(key))  # fmt: skip
+    if key in before:
+        headers[key] = before[key]
 
 
 def _called(hook: Hook, event: Any) -> Any | None:

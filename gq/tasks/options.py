@@ -23,6 +23,11 @@ from gq.tasks.groups import GroupOption, check_option
 
 Seconds = Union[float, int, timedelta]
 
+#: The longest duration an option takes, in seconds (about 31 years): longer ones are a
+#: mistake, and some overflow what Redis or the clock can hold (a TTL of 1e300 s is
+#: refused by PEXPIRE, after the ack). Envelopes are held to it too (gq/tasks/wire_opts.py).
+MAX_SECONDS = 1e9
+
 #: The options of ``@app.task`` and ``.using``, and the names ``gq.App`` takes as defaults.
 NAMES = (
     "retries", "backoff", "timeout", "unique_for", "unique_key", "expires", "result_ttl", "group",
@@ -86,6 +91,8 @@ def _seconds(name: str, value: object) -> float | None:
         raise ConfigurationError(f"{name} must be seconds or a timedelta, not {value!r}")
     if value <= 0:
         raise ConfigurationError(f"{name} must be positive, not {value!r}")
+    if value > MAX_SECONDS:
+        raise ConfigurationError(f"{name} must be at most {MAX_SECONDS:g} s, not {value!r}")
     return float(value)
 
 

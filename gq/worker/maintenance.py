@@ -35,7 +35,7 @@ class Maintenance:
         self._opts = opts
         self._recorders = recorders
         self._context = context
-        self._tidy_cursors: dict[str, str] = {}  # where each queue's walk of recovered is
+        self._tidy_cursors: dict[str, str] = {}  # where each queue's tidy walks are
 
     def scheduler_step(self) -> bool:
         limit = self._opts.scheduler_max_jobs

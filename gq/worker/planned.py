@@ -5,15 +5,19 @@ come here (their fast path allocates no Plan)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 import gevent
 
+from gq.errors import Kill
 from gq.job import Job
 from gq.worker import asyncio_loop
 from gq.worker.call import Plan
 from gq.worker.handler_checks import GreenletExitRaised
+
+log = logging.getLogger("gq.processor")
 
 if TYPE_CHECKING:
     from gq.options import ConsumerOptions
@@ -83,9 +87,24 @@ class PlannedRuns:
         except BaseException as exc:  # noqa: BLE001 - the task's failure, whatever it raised
             self._finished_badly(job, slot, began, sample, exc, plan)
         else:
+            unbuilt = None if plan.finish is None else self._build_outcome(job, plan.finish, value)
+            if unbuilt is not None:
+                # Its options were checked before it ran (gq.tasks.wire_opts), so a bug:
+                # the job goes to dead with the reason rather than stop the worker.
+                self._finished_badly(job, slot, began, sample, Kill(unbuilt), None)
+                return
             slot.job = None
             if sample is not None:
                 self.recorders[job.queue].finished(sample, began)
-            if plan.finish is not None:  # its result and follow-ups go with its ack
-                job.outcome = plan.finish.done(value)
             self.acker.add(job)
+
+    @staticmethod
+    def _build_outcome(job: Job, finish: Any, value: object) -> str | None:
+        """Its result and follow-ups, which go with its ack, on ``job.outcome`` (``finish``:
+        a gq.tasks.outcome.Finisher); None, else why they could not be built."""
+        try:
+            job.outcome = finish.done(value)
+        except Exception as exc:  # noqa: BLE001 - whatever the outcome's build raised
+            log.exception("job %s: its outcome could not be built", job.id)
+            return f"its outcome could not be built: {type(exc).__name__}: {exc}"
+        return None
