@@ -104,8 +104,7 @@ TRACEBACK_MAX = 4000
 
 
 def traceback_of(exc: BaseException | None) -> str | None:
-    """A failure's traceback as ``traceback.format_exception`` prints it (no locals: no
-    argument values beyond what the message says), cut to its last TRACEBACK_MAX chars."""
+    """A failure's traceback as format_exception prints it (no locals), its last chars."""
     if exc is None:
         return None
     text = "".join(tb.format_exception(type(exc), exc, exc.__traceback__))

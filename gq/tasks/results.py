@@ -76,9 +76,8 @@ class Result(Generic[R]):
         return status_of(store, read_state(store, self.id), self.id)
 
     def times(self) -> JobTimes:
-        """When the job was enqueued, first started, last started and finished
-        (gq.tasks.jobview.JobTimes; None where unknown: starts and end are known once it
-        kept a result)."""
+        """When the job was enqueued, first and last started, and finished (JobTimes; the
+        starts and the end are known once it kept a result, None where unknown)."""
         if self._app is None:
             return JobTimes(id_time(self.id), None, None, None)
         return times_of(read_state(self._store(self.queue), self.id), self.id)

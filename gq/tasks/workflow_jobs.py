@@ -58,8 +58,7 @@ class Hooks:
         if run is None:
             return None
         self.runs.append(run)
-        stamped: dict[str, str] | None = run.stamp(job_id, sig.args, sig.kwargs, None)
-        return stamped
+        return run.stamp(job_id, sig.args, sig.kwargs, None)  # type: ignore[no-any-return]
 
     def close(self, error: BaseException | None) -> None:
         for run in reversed(self.runs):

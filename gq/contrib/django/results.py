@@ -120,9 +120,8 @@ def aware(at: float) -> datetime:
 
 
 def stored_error(text: str, task: Task, trace: str | None = None) -> TaskError:
-    """An error as gq stores it ("Type: text", the worker's description) as Django's
-    TaskError: the type as a class path (see ``class_path``), the formatted traceback gq
-    kept with the failure (else the text whole, ended as a traceback ends)."""
+    """An error as gq stores it ("Type: text") as Django's TaskError: the type's class path
+    (``class_path``), the traceback gq kept (else the text, ended as a traceback ends)."""
     if trace is None:
         trace = text if text.endswith("\n") else text + "\n"
     return TaskError(exception_class_path=class_path(text, task), traceback=trace)
@@ -147,8 +146,5 @@ def _is_exception(module: ModuleType, name: str) -> bool:
 
 def task_error(error: BaseException) -> TaskError:
     """A run's exception as Django's TaskError (for the signals in the worker)."""
-    kind = type(error)
-    return TaskError(
-        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
-        traceback="".join(traceback.format_exception(error)),
-    )
+    kind, trace = type(error), "".join(traceback.format_exception(error))
+    return TaskError(exception_class_path=f"{kind.__module__}.{kind.__qualname__}", traceback=trace)
