@@ -14,14 +14,5 @@ local keeps_ttl = ARGV[3] ~= '0' and ARGV[3]
 if keeps_ttl then check_types({KEYS[6], 'hash'}) end
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
-local now = server_now()
-local kept, slots, sizes, told = {}, {}, {}, {}
-if keeps_ttl then kept[keeps_ttl], slots[keeps_ttl], sizes[keeps_ttl] = {}, KEYS[6], 0 end
-local _, _, keeps = apply_outcome(ARGV, 3, keeps_ttl and 7 or 6, ARGV[1], time_str(now),
-  KEYS[3], ARGV[2], redis.call('EXISTS', KEYS[3]) == 1, kept, sizes, told)
-if keeps then
-  keep_results({keeps_ttl}, kept, slots, KEYS[5], now)
-  index_results(KEYS[4], {ARGV[1]})
-  tell_kept(KEYS[3], ARGV[2], told)
-end
+write_killed_outcome(3, 6, keeps_ttl, ARGV[1], ARGV[2], server_now(), {KEYS[3], KEYS[4], KEYS[5]})
 return 1

@@ -28,15 +28,7 @@ if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 redis.call('HDEL', KEYS[4], ARGV[1])
 forget_cancels(KEYS[9], {ARGV[1]})
 if #ARGV >= 6 then
-  local kept, slots, sizes, told = {}, {}, {}, {}
-  if keeps_ttl then kept[keeps_ttl], slots[keeps_ttl], sizes[keeps_ttl] = {}, KEYS[20], 0 end
-  local _, _, keeps = apply_outcome(ARGV, 6, keeps_ttl and 21 or 20, ARGV[1], time_str(now),
-    KEYS[17], ARGV[5], redis.call('EXISTS', KEYS[17]) == 1, kept, sizes, told)
-  if keeps then
-    keep_results({keeps_ttl}, kept, slots, KEYS[19], now)
-    index_results(KEYS[18], {ARGV[1]})
-    tell_kept(KEYS[17], ARGV[5], told)
-  end
+  write_killed_outcome(6, 20, keeps_ttl, ARGV[1], ARGV[5], now, {KEYS[17], KEYS[18], KEYS[19]})
 end
 trim_dead(KEYS[2], KEYS[3], now, tonumber(ARGV[3]), tonumber(ARGV[4]))
 note_held(KEYS[5], KEYS[1])

@@ -273,3 +273,19 @@ local function ack_outcomes(blob, k, K, channel)
   tell_kept(K[5], channel, told)
   return flags, acked
 end
+
+-- Write the one outcome entry of job `id` at ARGV[at] (its keys from KEYS[k]: the
+-- slot of its TTL when it keeps one, then its follow-ups'), as a kill does: the record
+-- kept, the results index and the waiters told. `keys`: waiting, index, slots registry.
+local function write_killed_outcome(at, k, keeps_ttl, id, channel, now, keys)
+  local waiting, index_key, slots_key = unpack(keys, 1, 3)
+  local kept, slots, sizes, told = {}, {}, {}, {}
+  if keeps_ttl then kept[keeps_ttl], slots[keeps_ttl], sizes[keeps_ttl] = {}, KEYS[k], 0 end
+  local _, _, keeps = apply_outcome(ARGV, at, keeps_ttl and k + 1 or k, id,
+    time_str(now), waiting, channel, redis.call('EXISTS', waiting) == 1, kept, sizes, told)
+  if keeps then
+    keep_results({keeps_ttl}, kept, slots, slots_key, now)
+    index_results(index_key, {id})
+    tell_kept(waiting, channel, told)
+  end
+end
