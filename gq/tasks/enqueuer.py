@@ -105,7 +105,6 @@ class Batch:
             for job, message, lock in zip(self.jobs, messages, self.locks)
         ]
 
-
     def group_entries(self, messages: list[bytes]) -> list[GroupEntry]:
         """push_group's entries: (id, message, time, group or "")."""
         return [(job.id, message, self.at, group)
