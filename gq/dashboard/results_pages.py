@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 #: Finished jobs the queue page lists.
 RECENT = 20
 # The fields of a job's outcome the page may show (None where the job has none).
-_SHOWN = ("due", "since", "finished", "error", "attempt", "task", "value", "enqueued_at",
+_SHOWN = ("group", "due", "since", "finished", "error", "attempt", "task", "value", "enqueued_at",
           "started_at", "last_started_at", "finished_at", "traceback")  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gq.errors import ResultUnavailable
-from gq.job import ID_ERRORS
+from gq.job import ID_ERRORS, MessageDecodeError, decode
 from gq.store.base import MAX_BATCH, ScriptedQueue, as_text, chunks
 from gq.store.groupkeys import group_keys
 from gq.store.keys import QueueKeys
@@ -243,7 +243,8 @@ def running(queue: ScriptedQueue, job_id: str) -> bool:
 
 
 def status_of(queue: ScriptedQueue, state: State, job_id: str) -> str:
-    """SPEC section 16's status: scheduled, ready, running, done, failed or missing."""
+    """A job's status: scheduled, retrying (backing off after a failed attempt), ready,
+    running, done, failed or missing."""
     if state.record is not None:
         return state.record.status
     if state.dead:
@@ -251,8 +252,16 @@ def status_of(queue: ScriptedQueue, state: State, job_id: str) -> str:
     if state.message is None:
         return "missing"
     if state.scheduled:
-        return "scheduled"
+        return "retrying" if retried(state.message) else "scheduled"
     return "running" if running(queue, job_id) else "ready"
+
+
+def retried(message: bytes) -> bool:
+    """Whether a waiting message is a retry (an attempt failed before): its job backs off."""
+    try:
+        return decode(message).attempt > 0
+    except MessageDecodeError:
+        return False
 
 
 def wait_for(queue: ScriptedQueue, names: Sequence[str], timeout: float) -> None:

@@ -98,6 +98,7 @@ class App:
             task_name = name or f"{function.__module__}.{function.__qualname__}"
             if not isinstance(task_name, str) or not task_name:
                 raise ConfigurationError(f"a task name is a non-empty str, not {task_name!r}")
+            _refuse_main(task_name)
             if task_name in self.tasks:
                 raise ConfigurationError(
                     f"two tasks are named {task_name!r}: {self.tasks[task_name].fn!r} and "
@@ -360,3 +361,14 @@ def periodic_data(sig: Signature[Any]) -> bytes:
         retries=task.options.retries, backoff=task.options.backoff, timeout=task.options.timeout
     )
     return envelope.encode(task.name, sig.args, sig.kwargs, wire(options, time.time, None))
+
+
+def _refuse_main(task_name: str) -> None:
+    # A worker imports the app's module, never the script: "__main__.x" is unknown there
+    # and every job of it would be retried as an unknown task.
+    if task_name.startswith("__main__."):
+        raise ConfigurationError(
+            f"task {task_name!r} is defined in a script run as __main__, which a worker "
+            "cannot import: move the task into a module the worker imports, or give it "
+            "name=... (@app.task(name='x'))"
+        )

@@ -1,5 +1,5 @@
-"""One job as an operator sees it (``gq job ID``, the dashboard's job page): its status
-(SPEC section 16), task and arguments, attempts, times, and result or error, read from
+"""One job as an operator sees it (``gq job ID``, the dashboard's job page): its status,
+task, group and arguments, attempts, times, and result or error, read from
 its message while it exists and from its kept result once it finished.
 
 Its times (``JobTimes``, unix seconds, None when unknown): ``enqueued_at`` from its id
@@ -39,11 +39,50 @@ def times_of(state: State, job_id: str) -> JobTimes:
     return JobTimes(id_time(job_id), first, record.started, record.at)
 
 
+@dataclass(frozen=True)
+class JobState:
+    """What a status endpoint shows of a job, read in one look: ``status``, ``attempt``
+    (counted from 0: the run it is at, or ended in), ``last_error`` (the error of its
+    last failed attempt, or the one it ended with), ``group`` (its tenant's line, when
+    its message still says) and ``times`` (JobTimes)."""
+
+    status: str
+    attempt: int
+    last_error: str | None
+    group: str | None
+    times: JobTimes
+
+
+def state_of(queue: ScriptedQueue, job_id: str) -> JobState:
+    """The JobState of ``job_id`` on ``queue`` (what ``gq job``, the dashboard, the
+    Django backend and ``Result`` show)."""
+    state = read_state(queue, job_id)
+    attempt, error = attempt_of(state)
+    group = None if state.message is None else _from_message(state.message).get("group")
+    status = status_of(queue, state, job_id)
+    return JobState(status, attempt, error, group, times_of(state, job_id))
+
+
+def attempt_of(state: State) -> tuple[int, str | None]:
+    """The attempt a job is at (or ended in) and its last error: its kept record
+    decides, else its message (a retry carries the error that sent it back)."""
+    if state.record is not None:
+        return state.record.attempt, state.record.error
+    if state.message is None:
+        return 0, None
+    try:
+        return jobs.decode(state.message).attempt, jobs.decode_error(state.message)
+    except jobs.MessageDecodeError:
+        return 0, None
+
+
 def job_view(queue: ScriptedQueue, job_id: str) -> dict[str, Any]:
     """Everything known of ``job_id`` on ``queue``; ``status`` "missing" when nothing."""
     state = read_state(queue, job_id)
     view: dict[str, Any] = {"id": job_id, "queue": queue.keys.name,
                             "status": status_of(queue, state, job_id)}  # fmt: skip
+    attempt, error = attempt_of(state)
+    view.update(attempt=attempt, error=error)
     if state.message is not None:
         view.update(_from_message(state.message))
     if state.dead or state.scheduled:
@@ -62,15 +101,15 @@ def _from_message(message: bytes) -> dict[str, Any]:
         job = jobs.decode(message)
     except jobs.MessageDecodeError as exc:
         return {"error": f"the message does not decode: {exc}"}
-    found: dict[str, Any] = {"attempt": job.attempt, "error": jobs.decode_error(message),
-                             "ready_at": jobs.decode_ready_at(message)}  # fmt: skip
+    found: dict[str, Any] = {"ready_at": jobs.decode_ready_at(message)}
     if envelope.is_envelope(job.data):
         try:
             env = envelope.decode(job.data)
         except EnvelopeError as exc:
             found["error"] = f"the envelope does not decode: {exc}"
         else:
-            found.update(task=env.task, args=env.args, kwargs=env.kwargs)
+            found.update(task=env.task, args=env.args, kwargs=env.kwargs,
+                         group=env.opts.get("group"))  # fmt: skip
     else:
         found["data"] = job.data
     return found

@@ -1,5 +1,7 @@
-"""``gq.Result``: the handle ``Task.enqueue`` returns (SPEC section 16): ``status()``,
-``get(timeout)``, ``aget(timeout)``, ``cancel()``.
+"""``gq.Result``: the handle ``Task.enqueue`` returns: ``status()``, ``state()`` (status,
+attempt, last error, group and times in one look), ``times()``, ``get(timeout)``,
+``cancel()``, each with its asyncio form (``astatus()``, ``astate()``, ``atimes()``,
+``aget()``, ``acancel()``).
 
 A task that keeps results (``result_ttl``) has its outcome written under gq's own keys
 by the script that acknowledges or kills its job; ``get()`` waits for it without
@@ -22,7 +24,7 @@ from gq.store.keys import QueueKeys
 from gq.store.outcomes import State, read_state, status_of, wait_for
 from gq.tasks import waiting
 from gq.tasks.ids import id_time
-from gq.tasks.jobview import JobTimes, times_of
+from gq.tasks.jobview import JobState, JobTimes, state_of, times_of
 
 
 class App(Protocol):
@@ -74,6 +76,40 @@ class Result(Generic[R]):
             return "failed" if self._error is not None else "done"
         store = self._store(self.queue)
         return status_of(store, read_state(store, self.id), self.id)
+
+    async def astatus(self) -> str:
+        """``status`` from asyncio code (Redis is read off the event loop)."""
+        return await off_loop(self.status)
+
+    def state(self) -> JobState:
+        """Its status, attempt, last error, group and times, read in one look (a status
+        endpoint's read; ``status`` is "retrying" while it backs off after an error)."""
+        if self._known():
+            error = None if self._error is None else f"{type(self._error).__name__}: {self._error}"
+            return JobState(self.status(), 0, error, None, self.times())
+        return state_of(self._store(self.queue), self.id)
+
+    async def astate(self) -> JobState:
+        """``state`` from asyncio code."""
+        return await off_loop(self.state)
+
+    @property
+    def attempt(self) -> int:
+        """The attempt it is at or ended in, from 0 (1 while it backs off after one error)."""
+        return self.state().attempt
+
+    @property
+    def last_error(self) -> str | None:
+        """The error of its last failed attempt ("Type: text"), None when none failed."""
+        return self.state().last_error
+
+    async def atimes(self) -> JobTimes:
+        """``times`` from asyncio code."""
+        return await off_loop(self.times)
+
+    async def acancel(self) -> bool:
+        """``cancel`` from asyncio code."""
+        return await off_loop(self.cancel)
 
     def times(self) -> JobTimes:
         """When the job was enqueued, first and last started, and finished (JobTimes; the
@@ -171,6 +207,12 @@ def settled(
             f"(an id of another queue or app?), {why}, or its result expired"
         )
     return False, None
+
+
+async def off_loop(read: Callable[[], T]) -> T:
+    """``read()`` (blocking redis-py) on the loop's executor: the one implementation of a
+    read serves both forms, and the event loop runs on meanwhile."""
+    return await asyncio.get_running_loop().run_in_executor(None, read)
 
 
 def _deadline(timeout: float | None) -> float | None:

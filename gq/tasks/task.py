@@ -58,6 +58,10 @@ class Signature(Generic[R]):
         """Enqueue this call with its task's options."""
         return self.task.call().enqueue(*self.args, **self.kwargs)
 
+    async def aenqueue(self) -> Result[R]:
+        """``enqueue`` from asyncio code."""
+        return await self.task.call().aenqueue(*self.args, **self.kwargs)
+
     def __repr__(self) -> str:
         args = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
         return f"{self.task.name}.{'si' if self.immutable else 's'}({', '.join(args)})"

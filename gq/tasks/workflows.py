@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Callable
+from typing import Any
 
 from gq.errors import ResultUnavailable, TaskFailed
 from gq.job import Job
@@ -38,8 +38,10 @@ from gq.store.outcomes import (
 from gq.tasks import envelope
 from gq.tasks.ids import new_id
 from gq.tasks.outcome import GATHER
-from gq.tasks.results import Result, await_, look, settled, wait
+from gq.tasks.results import Result, await_, look, off_loop, settled, wait
 from gq.tasks.task import Signature
+from gq.tasks.workflow_eager import eager_chain as _eager_chain
+from gq.tasks.workflow_eager import eager_group as _eager_group
 from gq.tasks.workflow_jobs import (
     Hooks,
     app_of,
@@ -107,6 +109,10 @@ class Chain:
         hooked(app, lambda hooks: self._write(ids, keep, hooks))
         return ChainResult(cid, app, self._steps(ids))
 
+    async def aenqueue(self, *, result_ttl: float | None = None) -> ChainResult:
+        """``enqueue`` from asyncio code (written off the event loop)."""
+        return await off_loop(lambda: self.enqueue(result_ttl=result_ttl))
+
     def _write(self, ids: list[str], keep: float, hooks: Hooks) -> None:
         spec: dict[str, Any] | None = None
         for index in reversed(range(len(self.steps))):
@@ -158,6 +164,10 @@ class Group:
             return GroupResult(gid, home, app, steps, cb_step, _eager_group(self.members, cb))
         hooked(app, lambda hooks: self._write(gid, ids, keep, home, hooks))
         return GroupResult(gid, home, app, steps, cb_step)
+
+    async def aenqueue(self, *, result_ttl: float | None = None) -> GroupResult:
+        """``enqueue`` from asyncio code (written off the event loop)."""
+        return await off_loop(lambda: self.enqueue(result_ttl=result_ttl))
 
     def _write(self, gid: str, ids: list[str], keep: float, home: str, hooks: Hooks) -> None:
         callback = self._callback(gid, keep, home, hooks)
@@ -234,6 +244,10 @@ class _Handle:
         if known is not _NOTHING:
             return known
         return await await_(self._app, self._watched(), self._check, timeout)
+
+    async def astatus(self) -> str:
+        """``status`` from asyncio code."""
+        return await off_loop(self.status)
 
     def status(self) -> str:
         """"done", "failed", "missing" (gq knows nothing of it, or a step is gone), or,
@@ -352,42 +366,3 @@ class GroupResult(_Handle):
         with contextlib.suppress(ResultUnavailable):
             settled(read_state(self._store(queue), member), queue, member, task, True)
         raise TaskFailed(member, task, "failed (its error is no longer kept)")
-
-
-# -- gq.testing.eager ---------------------------------------------------------------
-
-
-def _run_eager(sig: Signature[Any], args: list[Any]) -> Any:
-    try:
-        return sig.task.call().enqueue(*args, **sig.kwargs).get()
-    except Exception as exc:  # noqa: BLE001 - named in the TaskFailed
-        raise TaskFailed("eager", sig.task.name, f"{type(exc).__name__}: {exc}") from exc
-
-
-def _eager(run: Callable[[], Any]) -> tuple[Any, BaseException | None]:
-    try:
-        return run(), None
-    except TaskFailed as exc:
-        return None, exc
-
-
-def _eager_chain(steps: list[Signature[Any]]) -> tuple[Any, BaseException | None]:
-    def run() -> Any:
-        value: Any = None
-        for index, step in enumerate(steps):
-            passed = [value] if index and not step.immutable else []
-            value = _run_eager(step, [*passed, *step.args])
-        return value
-
-    return _eager(run)
-
-
-def _eager_group(members: list[Signature[Any]],
-                 cb: Signature[Any] | None) -> tuple[Any, BaseException | None]:  # fmt: skip
-    def run() -> Any:
-        values = [_run_eager(m, list(m.args)) for m in members]
-        if cb is None:
-            return values
-        return _run_eager(cb, [*([] if cb.immutable else [values]), *cb.args])
-
-    return _eager(run)

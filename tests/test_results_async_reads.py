@@ -1,0 +1,147 @@
+"""What a status endpoint reads, sync and async (issue 32): ``status``/``astatus``,
+``state``/``astate`` (attempt, last error, group, times), "retrying" while a job backs
+off after an error, the same figures in ``gq job`` and the dashboard, ``aenqueue`` of
+signatures, chains and groups, and a chain that is "ready" right after its enqueue."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+import gq
+from gq.tasks.jobview import job_view
+from tests.helpers import Backend
+from tests.task_support import make_app, run_app
+from tests.test_results_aclient import async_client
+
+__all__ = ["run_app"]  # the fixture
+
+
+def _until(check: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never {what}")
+        gq_sleep()
+
+
+def gq_sleep() -> None:
+    import gevent
+
+    gevent.sleep(0.02)  # (a poll's pause, not a synchronisation)
+
+
+def _backing_off_app(backend: Backend) -> tuple[gq.App, Any]:
+    app = make_app(backend, result_ttl=60)
+    runs: list[int] = []
+
+    @app.task(name="flaky", retries=3, group="tenant-a")
+    def flaky() -> str:
+        runs.append(1)
+        raise ValueError("upstream said 503")
+
+    return app, flaky
+
+
+def test_a_job_backing_off_is_retrying_with_its_attempt_and_error(
+    backend: Backend, run_app: Any
+) -> None:
+    app, flaky = _backing_off_app(backend)
+    r = flaky.enqueue()
+    assert (r.status(), r.attempt, r.last_error) == ("ready", 0, None)
+    run_app(app, job_max_backoff=600.0)
+    _until(lambda: r.status() == "retrying", "retrying")
+    state = r.state()
+    assert (state.status, state.attempt, state.group) == ("retrying", 1, "tenant-a")
+    assert r.attempt == 1 and "upstream said 503" in (r.last_error or "")
+    assert state.times.enqueued_at is not None
+    view = job_view(app._store(backend.queue)[0], r.id)
+    assert (view["status"], view["attempt"], view["error"], view["group"]) == (
+        "retrying", 1, state.last_error, "tenant-a")  # fmt: skip
+
+
+def test_async_reads_match_the_sync_ones(backend: Backend, run_app: Any) -> None:
+    app = gq.App(client=backend.client(), aclient=async_client(backend), queue=backend.queue,
+                 result_ttl=60)  # fmt: skip
+
+    @app.task(name="double")
+    def double(x: int) -> int:
+        return 2 * x
+
+    async def scenario() -> tuple[Any, ...]:
+        r = await double.aenqueue(21)
+        before = (await r.astatus(), await r.astate())
+        run_app(app)
+        value = await r.aget(timeout=10)
+        return before, value, await r.astatus(), await r.atimes(), await r.acancel()
+
+    (status, state), value, after, times, cancelled = asyncio.run(scenario())
+    assert (status, state.status, state.attempt, state.last_error) == ("ready", "ready", 0, None)
+    assert (value, after, cancelled) == (42, "done", False)
+    assert times.finished_at is not None and times.started_at is not None
+
+
+def test_aenqueue_of_signatures_chains_and_groups(backend: Backend, run_app: Any) -> None:
+    app = gq.App(client=backend.client(), aclient=async_client(backend), queue=backend.queue,
+                 result_ttl=60)  # fmt: skip
+
+    @app.task(name="add")
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    async def scenario() -> tuple[Any, ...]:
+        one = await add.s(1, 2).aenqueue()
+        chained = await gq.chain(add.s(1, 1), add.s(10)).aenqueue()
+        grouped = await gq.group(add.s(1, 1), add.s(2, 2)).aenqueue()
+        ready = (await chained.astatus(), await grouped.astatus())
+        run_app(app)
+        return (ready, await one.aget(timeout=10), await chained.aget(timeout=10),
+                await grouped.aget(timeout=10), await chained.astatus())  # fmt: skip
+
+    ready, one, chained, grouped, done = asyncio.run(scenario())
+    assert ready[0] == "ready" and ready[1] in ("running", "ready")
+    assert (one, chained, grouped, done) == (3, 12, [2, 4], "done")
+
+
+def test_a_chain_is_ready_right_after_its_enqueue(backend: Backend) -> None:
+    app = make_app(backend)
+
+    @app.task(name="step", group="tenant-b")
+    def step(x: int = 0) -> int:
+        return x
+
+    handle = gq.chain(step.s(1), step.s()).enqueue()
+    assert handle.status() == "ready"
+    assert handle.results()[0].status() == "ready"
+
+
+def test_eager_results_answer_state() -> None:
+    app = gq.App(url="fakeredis://eager-state", queue="q")
+
+    @app.task(name="boom")
+    def boom() -> None:
+        raise KeyError("k")
+
+    from gq import testing
+
+    with testing.eager(app):
+        r = boom.enqueue()
+    state = r.state()
+    assert state.status == "failed" and "KeyError" in (state.last_error or "")
+
+
+@pytest.mark.parametrize("name", [None, "ok.name"])
+def test_main_task_names_are_refused_at_definition(name: str | None) -> None:
+    app = gq.App(url="fakeredis://main-names", queue="q")
+
+    def job() -> None: ...
+
+    job.__module__ = "__main__"
+    if name is not None:
+        assert app.task(name=name)(job).name == name
+        return
+    with pytest.raises(gq.ConfigurationError, match="__main__.*name="):
+        app.task(job)
