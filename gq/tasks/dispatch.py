@@ -45,13 +45,15 @@ _OwnPlan = Callable[[Job, list[Any], bytes], Plan]
 @dataclass(frozen=True)
 class CurrentJob:
     """What a task knows of its job: ``id``, ``attempt`` (0 on the first run),
-    ``queue``, ``task`` (its name) and ``headers``."""
+    ``queue``, ``task`` (its name), ``headers`` and ``group`` (its tenant's line, None
+    when it has none)."""
 
     id: str
     attempt: int
     queue: str
     task: str
     headers: Mapping[str, str]
+    group: str | None = None
 
 
 def current_job() -> CurrentJob | None:
@@ -60,7 +62,7 @@ def current_job() -> CurrentJob | None:
     if found is None:
         return None
     job, fields = found
-    return CurrentJob(job.id, job.attempt, job.queue, fields[0], fields[4])
+    return CurrentJob(job.id, job.attempt, job.queue, fields[0], fields[4], fields[3].get("group"))
 
 
 class Dispatcher:

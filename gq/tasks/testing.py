@@ -7,6 +7,9 @@
 - ``worker(app)``: the app on an embedded server (fakeredis); ``drain()`` runs every job
   in this thread through gq's real scripts (fetch, ack, retry, kill), retries and
   scheduled jobs included without waiting for their time, and returns the outcomes.
+  It fetches as a consumer with its options does (``concurrency`` jobs a batch), so
+  groups take their fair turns within their limits, and ``current_job()`` says the
+  job's queue, group and attempt as under a worker.
 
 An ``async def`` task's coroutine is awaited to its end in both (SPEC section 15: never
 acknowledged before it ran): on the worker's own asyncio loop (gq/worker/asyncio_loop.py),
@@ -27,11 +30,12 @@ from typing import Any
 import fakeredis
 
 from gq import job as jobs
-from gq.errors import GQError, JobCancelled, RateLimited
+from gq.errors import EnvelopeError, GQError, JobCancelled, RateLimited
 from gq.job import Job, MessageDecodeError
 from gq.options import ConsumerOptions
 from gq.store.outcomes import finish
 from gq.store.tasks import TaskQueue
+from gq.tasks import envelope
 from gq.tasks.app import App
 from gq.tasks.enqueuer import Batch
 from gq.tasks.results import Result
@@ -112,6 +116,23 @@ def _run_now(app: App, batch: Batch) -> list[Result[Any]]:
     return results
 
 
+def in_turns(fetched: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
+    """A batch in the order its jobs take turns, one of each group in turn (a worker
+    starts them all at once; drain() runs them one after the other)."""
+    lines: dict[Any, list[tuple[str, bytes | None]]] = {}
+    for entry in fetched:
+        lines.setdefault(_group_of(entry[1]), []).append(entry)
+    return [line[i] for i in range(len(fetched)) for line in lines.values() if i < len(line)]
+
+
+def _group_of(message: bytes | None) -> str | None:
+    try:
+        data = jobs.decode(message or b"").data
+        return envelope.fields(data)[3].get("group") if envelope.is_envelope(data) else None
+    except (MessageDecodeError, EnvelopeError):
+        return None
+
+
 @dataclass
 class Outcome:
     """What became of one job in ``drain()``: ``status`` "done" or "failed" (dead),
@@ -175,8 +196,10 @@ class Worker:
         queue = self.queue(name)
         queue.due_now()
         queue.enqueue_due(1000)
-        fetched = queue.fetch(_CONSUMER, 1000)
-        for job_id, message in fetched:
+        # A real consumer's batch: the fetch's fair turns between groups (and their
+        # limits) then decide the order, as they do a worker's.
+        fetched = queue.fetch(_CONSUMER, self.opts.processor_concurrency)
+        for job_id, message in in_turns(fetched):
             self._run(queue, job_id, message, outcomes)
         return len(fetched)
 
@@ -198,7 +221,7 @@ class Worker:
         job.queue = name
         plan: Plan | None = None
         try:
-            plan = self.app.plan(Job(job.id, job.data, job.attempt))
+            plan = self.app.plan(job)
             outcome.task = plan.task
             value = outcome.value = awaited(plan.run(), job)
         except KeyboardInterrupt:
