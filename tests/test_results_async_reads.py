@@ -6,16 +6,22 @@ signatures, chains and groups, and a chain that is "ready" right after its enque
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
+from urllib.parse import quote
 
+import gevent
 import pytest
 
 import gq
+from gq import dashboard
 from gq.tasks.jobview import job_view
-from tests.helpers import Backend
+from tests.dashboard_support import Http, serving
+from tests.helpers import Backend, RedisServer, delete_keys
 from tests.task_support import make_app, run_app
 from tests.test_results_aclient import async_client
+from tests.test_results_views import _gq_job
 
 __all__ = ["run_app"]  # the fixture
 
@@ -25,13 +31,7 @@ def _until(check: Any, what: str, timeout: float = 10.0) -> None:
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"never {what}")
-        gq_sleep()
-
-
-def gq_sleep() -> None:
-    import gevent
-
-    gevent.sleep(0.02)  # (a poll's pause, not a synchronisation)
+        gevent.sleep(0.02)  # (a poll's pause within the deadline)
 
 
 def _backing_off_app(backend: Backend) -> tuple[gq.App, Any]:
@@ -145,3 +145,28 @@ def test_main_task_names_are_refused_at_definition(name: str | None) -> None:
         return
     with pytest.raises(gq.ConfigurationError, match="__main__.*name="):
         app.task(job)
+
+
+def test_gq_job_and_the_job_page_show_the_group_and_times(redis_server: RedisServer) -> None:
+    queue = "test_results_group_view"
+    client = redis_server.client()
+    app = gq.App(client=client, queue=queue)
+
+    @app.task(name="hook", group="tenant-c")
+    def hook() -> None: ...
+
+    try:
+        r = hook.enqueue()
+        code, out = _gq_job(redis_server, queue, r.id, "--json")
+        shown = json.loads(out)
+        assert code == 0 and (shown["group"], shown["status"]) == ("tenant-c", "ready")
+        assert shown["enqueued_at"] is not None
+        code, text = _gq_job(redis_server, queue, r.id)
+        assert "group:" in text and "tenant-c" in text and "enqueued_at:" in text
+        site = dashboard.app(client=client, queues=[queue])
+        with serving(site) as address:
+            page = Http(address).get(f"/queues/{queue}/job?id={quote(r.id)}")
+        assert page.status == 200 and ">Group<" in page.body and "tenant-c" in page.body
+        assert "Enqueued" in page.body
+    finally:
+        delete_keys(client, f"{queue}*")
