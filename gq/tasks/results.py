@@ -71,7 +71,8 @@ class Result(Generic[R]):
         self._keeps = keeps  # whether the job keeps a result; None: not known here
 
     def status(self) -> str:
-        """"scheduled", "ready", "running", "done", "failed" (in dead) or "missing"."""
+        """"scheduled", "retrying" (backing off after a failed attempt), "ready",
+        "running", "done", "failed" (in dead) or "missing"."""
         if self._known():
             return "failed" if self._error is not None else "done"
         store = self._store(self.queue)

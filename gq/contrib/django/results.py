@@ -28,6 +28,7 @@ from gq.tasks.jobview import job_view
 #: gq's statuses (SPEC 16) as Django's; "missing" is TaskResultDoesNotExist.
 STATUSES = {
     "scheduled": TaskResultStatus.READY,
+    "retrying": TaskResultStatus.READY,  # (Django has no retry status: it waits to run)
     "ready": TaskResultStatus.READY,
     "running": TaskResultStatus.RUNNING,
     "done": TaskResultStatus.SUCCESSFUL,
