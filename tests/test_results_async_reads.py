@@ -71,14 +71,21 @@ def test_async_reads_match_the_sync_ones(backend: Backend, run_app: Any) -> None
     def double(x: int) -> int:
         return 2 * x
 
+    state_id: list[str] = []
+
     async def scenario() -> tuple[Any, ...]:
         r = await double.aenqueue(21)
+        state_id.append(r.id)
         before = (await r.astatus(), await r.astate())
         run_app(app)
         value = await r.aget(timeout=10)
         return before, value, await r.astatus(), await r.atimes(), await r.acancel()
 
+    async def rebuilt(job_id: str) -> str:
+        return await (await app.aresult(job_id)).astatus()
+
     (status, state), value, after, times, cancelled = asyncio.run(scenario())
+    assert asyncio.run(rebuilt(state_id[0])) == "done"
     assert (status, state.status, state.attempt, state.last_error) == ("ready", "ready", 0, None)
     assert (value, after, cancelled) == (42, "done", False)
     assert times.finished_at is not None and times.started_at is not None

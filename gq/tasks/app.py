@@ -19,7 +19,7 @@ from gq.store.tasks import TaskQueue
 from gq.tasks import enqueuer
 from gq.tasks.hooks import EnqueueRun, Hook, Hooks
 from gq.tasks.options import TaskOptions, split
-from gq.tasks.results import Result
+from gq.tasks.results import Result, off_loop
 from gq.tasks.task import Call, P, R, Signature, Task
 from gq.worker.call import Plan
 
@@ -323,6 +323,10 @@ class App:
         if queue is not None:
             return Result(job_id, self.check_queue(queue), "", app=self)
         return Result(job_id, self.locate(job_id) or self.queue, "", app=self)
+
+    async def aresult(self, job_id: str, queue: str | None = None) -> Result[Any]:
+        """``result`` from asyncio code (its look for the id's queue runs off the loop)."""
+        return await off_loop(lambda: self.result(job_id, queue))
 
     def known_queues(self) -> list[str]:
         """The queues a job of this app may be on: the default one first, then those its
