@@ -177,3 +177,31 @@ def test_gq_job_and_the_job_page_show_the_group_and_times(redis_server: RedisSer
         assert "Enqueued" in page.body
     finally:
         delete_keys(client, f"{queue}*")
+
+
+def test_a_chain_or_group_handle_is_rebuilt_from_its_id(backend: Backend, run_app: Any) -> None:
+    app = make_app(backend)
+
+    @app.task(name="add")
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(name="total")
+    def total(values: list[int]) -> int:
+        return sum(values)
+
+    chained = gq.chain(add.s(1, 1), add.s(10)).enqueue()
+    grouped = gq.group(add.s(1, 1), add.s(2, 2)).enqueue()
+    called = gq.group(add.s(1, 1), add.s(2, 2)).then(total.s()).enqueue()
+    again = [app.workflow(h.id) for h in (chained, grouped, called)]
+    assert [type(h) for h in again] == [type(chained), type(grouped), type(called)]
+    assert again[0].status() == "ready"
+    run_app(app)
+    assert [h.get(timeout=10) for h in again] == [12, [2, 4], 6]
+
+    async def rebuilt_status() -> str:
+        return await app.workflow(chained.id).astatus()
+
+    assert asyncio.run(rebuilt_status()) == "done"
+    with pytest.raises(gq.ResultUnavailable, match="no chain or group"):
+        app.workflow("no-such-workflow")

@@ -150,6 +150,11 @@ class QueueKeys:
         """The pub/sub channel (not a key) the outcomes of waited-for ids are published on."""
         return f"{self.name}:outcomes"
 
+    def workflow(self, workflow_id: str) -> str:
+        """gq's own key: what rebuilds a chain's or group's handle from its id (its steps
+        or members), for as long as the workflow keeps its results."""
+        return f"{self.name}:workflow:{workflow_id}"
+
     def group(self, group_id: str) -> str:
         """gq's own key: a group's state (left, failed, its callback, r:<i> results)."""
         return f"{self.name}:group:{group_id}"

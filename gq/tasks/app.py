@@ -328,6 +328,13 @@ class App:
         """``result`` from asyncio code (its look for the id's queue runs off the loop)."""
         return await off_loop(lambda: self.result(job_id, queue))
 
+    def workflow(self, workflow_id: str) -> Any:
+        """A chain's or group's handle rebuilt from its id (``ChainResult`` or
+        ``GroupResult``); ``ResultUnavailable`` when no queue of the app knows it."""
+        from gq.tasks.workflows import rebuilt
+
+        return rebuilt(self, workflow_id)
+
     def known_queues(self) -> list[str]:
         """The queues a job of this app may be on: the default one first, then those its
         tasks and raw handlers name, then those it enqueued to (``using(queue=...)``)."""

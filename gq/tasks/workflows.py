@@ -42,6 +42,8 @@ from gq.tasks.results import Result, await_, look, off_loop, settled, wait
 from gq.tasks.task import Signature
 from gq.tasks.workflow_eager import eager_chain as _eager_chain
 from gq.tasks.workflow_eager import eager_group as _eager_group
+from gq.tasks.workflow_ids import recall, remember
+from gq.tasks.workflow_ids import steps as _steps_of
 from gq.tasks.workflow_jobs import (
     Hooks,
     app_of,
@@ -107,7 +109,9 @@ class Chain:
         if app.eager is not None:
             return ChainResult(cid, app, self._steps(ids), _eager_chain(self.steps))
         hooked(app, lambda hooks: self._write(ids, keep, hooks))
-        return ChainResult(cid, app, self._steps(ids))
+        steps = self._steps(ids)
+        remember(app._store(steps[0][0])[0], cid, {"kind": "chain", "steps": steps}, keep)
+        return ChainResult(cid, app, steps)
 
     async def aenqueue(self, *, result_ttl: float | None = None) -> ChainResult:
         """``enqueue`` from asyncio code (written off the event loop)."""
@@ -163,6 +167,8 @@ class Group:
         if app.eager is not None:
             return GroupResult(gid, home, app, steps, cb_step, _eager_group(self.members, cb))
         hooked(app, lambda hooks: self._write(gid, ids, keep, home, hooks))
+        shape = {"kind": "group", "members": steps, "callback": cb_step}
+        remember(app._store(home)[0], gid, shape, keep)
         return GroupResult(gid, home, app, steps, cb_step)
 
     async def aenqueue(self, *, result_ttl: float | None = None) -> GroupResult:
@@ -366,3 +372,19 @@ class GroupResult(_Handle):
         with contextlib.suppress(ResultUnavailable):
             settled(read_state(self._store(queue), member), queue, member, task, True)
         raise TaskFailed(member, task, "failed (its error is no longer kept)")
+
+
+def rebuilt(app: Any, workflow_id: str) -> ChainResult | GroupResult:
+    """The handle of the chain or group ``workflow_id`` (``app.workflow``)."""
+    queues = app.known_queues()
+    shape = recall(app._store(queues[0])[0], queues, workflow_id)
+    if shape is None:
+        raise ResultUnavailable(f"workflow {workflow_id}: gq knows no chain or group of that "
+                                f"id on the app's queues ({', '.join(queues)}): never "
+                                "enqueued there, or its results expired")  # fmt: skip
+    if shape["kind"] == "chain":
+        return ChainResult(workflow_id, app, _steps_of(shape["steps"]))
+    members = _steps_of(shape["members"])
+    callback = None if shape["callback"] is None else _steps_of([shape["callback"]])[0]
+    home = members[0][0] if callback is None else callback[0]
+    return GroupResult(workflow_id, home, app, members, callback)
