@@ -366,6 +366,21 @@ class GroupResult(_Handle):
             return look(self._store(queue), job_id, task, True)
         return True, gathered(home, self.id, state.size)
 
+    def _under_way(self) -> str:
+        """"ready" (or "scheduled") until a member has started, then "running". A member
+        that ended lowers ``left``, so the members are read only while none has; the read
+        stops at the first one under way."""
+        state = group_state(self._store(self.home), self.id)
+        if state.left is None or state.left < state.size:
+            return "running"
+        waiting: set[str] = set()
+        for queue, job_id, _ in self.members:
+            status = status_of(self._store(queue), read_state(self._store(queue), job_id), job_id)
+            if status not in ("ready", "scheduled"):
+                return "running"
+            waiting.add(status)
+        return "ready" if "ready" in waiting else "scheduled"
+
     def _raise_for(self, member: str) -> None:
         queue, _, task = next((m for m in self.members if m[1] == member), (self.home, member, ""))
         # Its error may be no longer kept: the group's mark still says it failed.
