@@ -331,6 +331,7 @@ class QueueCollector:
                 continue
             for state in ("ready", "scheduled", "inflight", "dead"):
                 counts.add_metric([name, state], getattr(gauges, state))
+            counts.add_metric([name, "grouped"], gauges.grouped)
             age = _oldest_age(gauges.head, gauges.now)
             if age is not None:
                 oldest.add_metric([name], age)

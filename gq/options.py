@@ -55,6 +55,9 @@ _INTERVALS = _DURATIONS - {
     "dead_max_age",
 }
 AUTO = "auto"
+# gq-worker's handlers at once unless told: its handlers mostly wait on I/O (HTTP, a
+# database), where greenlets cost little; a Consumer built in code keeps curlyq's 5.
+WORKER_CONCURRENCY = 100
 # Counts that must be at least 1; every other count may be 0.
 _POSITIVE_COUNTS = {
     "processor_concurrency",
@@ -86,7 +89,7 @@ class ConsumerOptions:
     shutdown_grace_period: float | None = None
     """Default None. How long a stop waits for running handlers; None or 0 waits forever."""
     processor_concurrency: int = 5
-    """Default 5, minimum 1. Handlers running at once."""
+    """Default 5 (curlyq's; gq-worker's is 100), minimum 1. Handlers running at once."""
     poller_buffer_size: int | str = AUTO
     """Default "auto", minimum 1. Jobs fetched ahead and held locally: "auto" sizes each
     fetch from the measured rate (SPEC section 5); a number is curlyq's fixed size."""

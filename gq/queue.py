@@ -223,6 +223,8 @@ def snapshot(admin: QueueAdmin, consumer_timeout: float) -> tuple[dict[str, Any]
     report = {
         "queue": admin.keys.name,
         **counts,
+        # Waiting in a group's line (group=): not ready to any consumer until its turn.
+        "grouped": admin.grouped(),
         "in_flight": sum(inflight for _, _, inflight in consumers),
         "consumers_alive": alive,
         "consumers_dead": len(consumers) - alive,

@@ -94,6 +94,7 @@ def test_stats_counts_every_state(redis_server: RedisServer, rq: BothSides) -> N
         "scheduled": 2,
         "due": 1,
         "dead": 2,
+        "grouped": 0,
         "in_flight": 1,
         "consumers_alive": 1,
         "consumers_dead": 1,

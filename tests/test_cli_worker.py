@@ -393,3 +393,16 @@ def test_a_handler_raising_greenlet_exit_is_retried_and_the_worker_runs_on(
     assert sorted(recorded(rq, "started")) == sorted(ids * 2)  # each retried once, then done
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
+
+
+def test_gq_worker_runs_100_handlers_at_once_unless_told_and_a_consumer_keeps_5(
+    redis_server: RedisServer, queue: str
+) -> None:
+    result = run(WORKER, "tests.handlers:record", "--burst", *FAST, env=env(redis_server, queue))
+    assert result.returncode == 0, result.stderr
+    start = next(line for line in result.stderr.splitlines() if "starting:" in line)
+    assert "concurrency=100" in start, start
+    help_text = " ".join(run(WORKER, "--help").stdout.split())
+    assert "Default 100 (a gq.Consumer built in code: 5" in help_text
+    consumer = gq.Consumer(queue, client=redis_server.client())
+    assert consumer.opts.processor_concurrency == 5  # curlyq's, for code that builds one

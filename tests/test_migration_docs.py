@@ -53,3 +53,39 @@ def test_the_gq_app_of_the_pages_runs_and_its_test_passes(tmp_path: Path) -> Non
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+SIDE_BY_SIDE = "\n## Results, workflows and rate limits, side by side\n"
+
+
+def workflow_side(page: Path) -> list[tuple[str, str]]:
+    """The fenced blocks from the gq paragraph of the side-by-side section on."""
+    text = page.read_text()
+    section = text[text.index(SIDE_BY_SIDE) :]
+    return [(m[1], m[2]) for m in BLOCK.finditer(section[section.index("\ngq (") :])]
+
+
+def test_every_page_shows_the_peers_results_canvas_and_limits_next_to_the_same_gq() -> None:
+    sides = [workflow_side(page) for page in PAGES]
+    assert all(side == sides[0] for side in sides)
+    for page, peer in zip(PAGES, ("Celery", "RQ", "Dramatiq")):
+        text = page.read_text()
+        assert f"# images.py ({peer})" in text[text.index(SIDE_BY_SIDE) :]
+        assert "not in this release" not in text and "results yet" not in text
+        assert "SPEC" not in text and "section 1" not in text
+
+
+def test_the_gq_results_and_workflows_of_the_pages_give_the_values_they_show() -> None:
+    import gq
+    from gq import testing
+
+    [(_, module), (_, use), (lang, _)] = workflow_side(PAGES[0])
+    assert lang == "sh"
+    space: dict[str, object] = {}
+    exec(compile(module, "images.py", "exec"), space)  # noqa: S102 - the page's own code
+    with testing.eager(space["app"]):  # type: ignore[arg-type]
+        exec(compile(use, "use", "exec"), space)  # noqa: S102
+        shown = re.findall(r'# "([^"]+)"', use)
+        got = [space[name].get(timeout=10) for name in ("r", "c", "g")]  # type: ignore[attr-defined]
+    assert [str(value) for value in got] == shown
+    assert space["gq"] is gq

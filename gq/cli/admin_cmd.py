@@ -24,6 +24,7 @@ from gq.cli import (
     periodic_cmd,
     status,
 )
+from gq.cli.app_flag import add_app_flag, apply_app
 from gq.cli.common import (
     CliError,
     Parser,
@@ -42,7 +43,8 @@ from gq.queue import Queue
 DESCRIPTION = """\
 The gq operator's tool: look at a queue, enqueue from the shell, retry or delete dead
 and scheduled jobs, list consumers, or try gq out with `gq demo`.
-Every command but demo takes --url (or $GQ_REDIS_URL) and --queue (or $GQ_QUEUE).
+Every command but demo takes --url (or $GQ_REDIS_URL) and --queue (or $GQ_QUEUE), or
+--app module:app (or $GQ_APP) to use a gq.App's URL and queues.
 """
 
 EXIT_CODES = """\
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     conn = Parser(add_help=False, allow_abbrev=False)
     add_connection_flags(conn)
+    add_app_flag(conn)
     _add_stats(commands, conn)
     _add_enqueue(commands, conn)
     _add_job_set(
@@ -208,6 +211,8 @@ def run(argv: list[str] | None = None) -> int:
     secrets = url_secrets(args.url)
     logs.configure("WARNING", "text", secrets)
     try:
+        apply_app(args)
+        secrets = secrets + url_secrets(args.url)  # the app's URL, shown in errors, hidden
         if args.command == "demo":
             return demo.run(args)
         if args.command == "dashboard":

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from gq.cli import EXIT_OK, EXIT_USAGE
+from gq.cli.app_flag import add_app_flag
 from gq.cli.common import (
     CliError,
     Parser,
@@ -41,6 +42,7 @@ def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
 
 def _add_source_flags(parser: argparse.ArgumentParser) -> None:
     add_url_flag(parser)
+    add_app_flag(parser)
     parser.add_argument(
         "--queue",
         action="append",

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from gq.cli import EXIT_OK, EXIT_USAGE
+from gq.cli.app_flag import add_app_flag
 from gq.cli.common import (
     CliError,
     Parser,
@@ -105,6 +106,7 @@ def add_parser(commands: argparse._SubParsersAction[Parser]) -> None:
         allow_abbrev=False,
     )
     add_url_flag(parser)
+    add_app_flag(parser)
     parser.add_argument(
         "--queue",
         dest="queues",

@@ -15,10 +15,17 @@ from typing import Any, Callable
 
 from gq.cli import EXIT_USAGE
 from gq.cli.common import CliError, count_or_auto, duration, optional_count, optional_duration
-from gq.options import SHORT_NAMES, ConsumerOptions
+from gq.options import SHORT_NAMES, WORKER_CONCURRENCY, ConsumerOptions
 
 # The short forms users of other queues reach for first (--concurrency...).
 ALIASES = {name: "--" + short.replace("_", "-") for short, name in SHORT_NAMES.items()}
+
+# gq-worker's own defaults, where they differ from a Consumer's, with the help that says so.
+WORKER_DEFAULTS: dict[str, Any] = {"processor_concurrency": WORKER_CONCURRENCY}
+_WORKER_HELP = {
+    "processor_concurrency": f"Default {WORKER_CONCURRENCY} (a gq.Consumer built in code: 5, "
+    "curlyq's), minimum 1. Handlers running at once.",
+}
 
 # Added to a docstring that only gives the default ("Default 30 s."); {loop} is the
 # option's first word.
@@ -79,6 +86,7 @@ def field_docstrings() -> dict[str, str]:
 
 
 def _help(name: str, doc: str) -> str:
+    doc = _WORKER_HELP.get(name, doc)
     text = doc.replace("``", "").replace("%", "%%")  # argparse formats help with %
     if text.startswith("Default") and ". " not in text:
         family = next((h for suffix, h in _FAMILY_HELP.items() if name.endswith(suffix)), "")
@@ -120,6 +128,8 @@ def consumer_options(args: argparse.Namespace) -> dict[str, Any]:
     """The options given on the command line, as keyword arguments of ``gq.Consumer``."""
     given = vars(args)
     options = {name: given[name] for name in ConsumerOptions.names() if name in given}
+    for name, default in WORKER_DEFAULTS.items():
+        options.setdefault(name, default)
     if "retries" in given:
         other = options.setdefault("job_max_attempts", given["retries"])
         if other != given["retries"]:

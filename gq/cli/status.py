@@ -30,6 +30,7 @@ def _stats_text(report: dict[str, Any]) -> str:
     rows = [
         ("queue", report["queue"]),
         ("ready", f"{report['ready']}{next_ready}"),
+        ("grouped", f"{report['grouped']}  (waiting in groups' lines)"),
         ("scheduled", f"{report['scheduled']}  ({report['due']} due)"),
         ("in flight", str(report["in_flight"])),
         ("dead", str(report["dead"])),

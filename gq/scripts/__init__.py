@@ -34,6 +34,7 @@ NAMES = (
     "tidy",
     "periodic",
     "gauges",
+    "grouped",
     "cancel",
     "push_group",
     "group_limits",

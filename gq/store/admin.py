@@ -107,6 +107,10 @@ class QueueAdmin(ConsumerReports):
             "dead": int(dead),
         }
 
+    def grouped(self) -> int:
+        """Jobs waiting in the groups' lines (group=): neither ready nor scheduled."""
+        return int(self._run("grouped", list(group_keys(self.keys.name)), []))
+
     def oldest_ready(self) -> tuple[str, bytes | None] | None:
         """The id at the head of the active list (the next to run) and its message, if any."""
         head = self.client.lindex(self.keys.active, 0)
@@ -280,15 +284,17 @@ class QueueAdmin(ConsumerReports):
     def gauges(self, consumer_timeout: float) -> QueueGauges:
         """The queue-wide numbers of a metrics scrape, in one atomic round trip."""
         k = self.keys
-        keys = [k.active, k.scheduled, k.dead, k.data, k.consumers]
+        keys = [k.active, k.scheduled, k.dead, k.data, k.consumers, *group_keys(k.name)]
         reply = self._run("gauges", keys, [repr(float(consumer_timeout))])
         ready, scheduled, dead, stored, consumers, alive = (int(n) for n in reply[:6])
+        grouped = int(reply[8])
         return QueueGauges(
             ready=ready,
             scheduled=scheduled,
             dead=dead,
+            grouped=grouped,
             # A job in transition between two sets can make this dip for one scrape.
-            inflight=max(0, stored - ready - scheduled - dead),
+            inflight=max(0, stored - ready - scheduled - dead - grouped),
             consumers_alive=alive,
             consumers_dead=consumers - alive,
             head=bytes(reply[6]) if reply[6] else None,
@@ -316,6 +322,7 @@ class QueueGauges:
     ready: int
     scheduled: int
     dead: int
+    grouped: int  # waiting in the groups' lines
     inflight: int
     consumers_alive: int
     consumers_dead: int
