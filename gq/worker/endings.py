@@ -60,6 +60,8 @@ class Endings:
         self._acker = acker
         self._on_fatal = on_fatal
         self._context = context
+        # Told the due time of every retry written: the scheduler wakes for it.
+        self.on_due: Callable[[float], None] = lambda at: None
 
     def ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         """A handler raised: cancelled, rate limited, killed, or failed."""
@@ -92,6 +94,7 @@ class Endings:
                                     group_hold=exc.group)  # fmt: skip
         if self._settle(job, "reschedule", RetryJobError, write):
             self._recorders[job.queue].failed("rate_limited")
+            self.on_due(time.time() + after)
 
     def _failed(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
@@ -123,6 +126,7 @@ class Endings:
         retry = lambda: queue.retry(self._consumer_id, updated.id, message, delay)  # noqa: E731
         if self._settle(updated, "retry", RetryJobError, retry):
             self._recorders[updated.queue].failed("retried")
+            self.on_due(time.time() + delay)
 
     def discard(self, job: Job, message: bytes | None, reason: str) -> None:
         """Bad data (SPEC section 6) never runs and never stalls the consumer: an
