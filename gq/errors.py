@@ -212,6 +212,7 @@ class Retry(Exception):
                 raise ValueError(f"Retry(after=...) needs a number of seconds >= 0 and <= "
                                  f"{self.MAX_AFTER:g}, not {after!r}")  # fmt: skip
         self.after = None if after is None else float(after)
+        self.reason = reason  # the task's own words, if any (the log line says them)
         super().__init__(reason or ("retry requested" + (f" in {after:g} s" if after else "")))
 
 

@@ -58,6 +58,7 @@ AUTO = "auto"
 # gq-worker's handlers at once unless told: its handlers mostly wait on I/O (HTTP, a
 # database), where greenlets cost little; a Consumer built in code keeps curlyq's 5.
 WORKER_CONCURRENCY = 100
+_FLAGS = {"scheduler_wake"}
 # Counts that must be at least 1; every other count may be 0.
 _POSITIVE_COUNTS = {
     "processor_concurrency",
@@ -115,6 +116,10 @@ class ConsumerOptions:
     """Default 0 (never abort)."""
     scheduler_max_backoff: float = 30.0
     """Default 30 s."""
+    scheduler_wake: bool = True
+    """Default on. The scheduler also wakes at the earliest due time it knows (its own
+    retries, the scheduled set's head, a producer's delayed enqueue), not only every
+    ``scheduler_poll_interval``; off, due jobs wait for the next poll (curlyq's way)."""
     custodian_poll_interval: float = 60.0
     """Default 60 s. How often jobs of dead consumers are recovered."""
     custodian_consumer_timeout: float = 60.0
@@ -145,6 +150,8 @@ class ConsumerOptions:
                 value = _seconds(name, value, optional=name in _OPTIONAL)
             elif name == "poller_buffer_size" and value == AUTO:
                 pass
+            elif name in _FLAGS:
+                value = _flag(name, value)
             else:
                 value = _count(name, value, optional=name in _OPTIONAL)
             setattr(self, name, value)
@@ -198,6 +205,12 @@ def _seconds(name: str, value: Any, *, optional: bool) -> Any:
     if optional and value == 0:
         return None
     return float(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be True or False, not {value!r}")
+    return value
 
 
 def _count(name: str, value: Any, *, optional: bool) -> Any:

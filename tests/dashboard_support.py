@@ -147,15 +147,17 @@ def write_facts(
     return facts
 
 
-def write_history(client: redis.Redis, queue: str, per_minute: dict[int, tuple[int, int]]) -> None:
+def write_history(
+    client: redis.Redis, queue: str, per_minute: dict[int, tuple[int, ...]]
+) -> None:
     """Counts per minute exactly as the worker side writes them: HINCRBY into
-    ``Q:history:<hour>`` fields ``done:<minute>`` / ``failed:<minute>``, EXPIRE 90000."""
-    for minute, (done, failed) in per_minute.items():
+    ``Q:history:<hour>`` fields ``done:<minute>`` / ``failed:<minute>`` (failed attempts,
+    retries included) / ``retried:<minute>``, EXPIRE 90000."""
+    for minute, counts in per_minute.items():
         key = f"{queue}:history:{minute - minute % 3600}"
-        if done:
-            client.hincrby(key, f"done:{minute}", done)
-        if failed:
-            client.hincrby(key, f"failed:{minute}", failed)
+        for kind, count in zip(("done", "failed", "retried"), counts):
+            if count:
+                client.hincrby(key, f"{kind}:{minute}", count)
         client.expire(key, 90000)
 
 

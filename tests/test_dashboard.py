@@ -165,7 +165,7 @@ def test_the_chart_and_the_history_api_show_the_last_hour(
         client,
         rq.keys.name,
         {
-            this_minute: (40, 2),
+            this_minute: (40, 5, 3),  # 3 retries and 2 jobs that went to dead
             this_minute - 60: (10, 0),
             this_minute - 59 * 60: (5, 5),
             this_minute - 61 * 60: (999, 999),
@@ -173,13 +173,17 @@ def test_the_chart_and_the_history_api_show_the_last_hour(
     )
     history = json.loads(http.get(f"/api/queues/{rq.keys.name}/history").body)["history"]
     assert len(history) == 60
-    assert history[-1] == {"minute": this_minute, "done": 40, "failed": 2}
+    assert history[-1] == {
+        "minute": this_minute, "done": 40, "failed": 5, "retried": 3, "dead": 2,
+    }  # fmt: skip
     assert history[-2]["done"] == 10 and history[0] == {
-        "minute": this_minute - 59 * 60, "done": 5, "failed": 5,
+        "minute": this_minute - 59 * 60, "done": 5, "failed": 5, "retried": 0, "dead": 5,
     }  # fmt: skip
     assert sum(p["done"] for p in history) == 55  # the 61st minute back is out of the hour
     body = http.get(path(rq)).body
-    assert "done 55" in body and "failed 7" in body
+    # Issue 32: a retry is drawn as a retry, not as a failure.
+    assert "done 55" in body and "retried 3" in body and "dead 7" in body
+    assert 'polyline class="retried"' in body and "failed" not in body.split("<h2>Consumers")[0]
     assert ">50</text>" in body  # the axis: the nice ceiling above 40
 
 

@@ -44,7 +44,7 @@ def test_pages_and_changes_on_a_cluster(cluster: Cluster) -> None:
         queue = json.loads(http.get(f"/api/queues/{name}").body)
         assert queue["dead"] == 1 and queue["consumers"][0]["facts"]["host"] == "worker-7"
         history = json.loads(http.get(f"/api/queues/{name}/history").body)["history"]
-        assert history[-1] == {"minute": minute, "done": 7, "failed": 1}
+        assert history[-1] == {"minute": minute, "done": 7, "failed": 1, "retried": 0, "dead": 1}
         page = http.get(f"/queues/{name}/dead")
         assert "&lt;b&gt;x&lt;/b&gt;" in page.body
         reply = http.post(

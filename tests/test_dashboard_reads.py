@@ -26,18 +26,18 @@ def rq(backend: Backend) -> BothSides:
 
 def test_history_reads_the_minutes_across_two_hour_keys(rq: BothSides) -> None:
     now = 7 * 3600 + 10 * 60 + 30.0  # 07:10:30: the hour spans the 06:xx and 07:xx keys
-    write_history(rq.client, rq.keys.name, {7 * 3600 + 600: (3, 1), 6 * 3600 + 660: (5, 0)})
+    write_history(rq.client, rq.keys.name, {7 * 3600 + 600: (3, 2, 1), 6 * 3600 + 660: (5, 0)})
     write_history(rq.client, rq.keys.name, {6 * 3600 + 600: (99, 99)})  # 61 minutes back
     points = rq.history(now, 60)
-    assert len(points) == 60 and points[-1] == (7 * 3600 + 600, 3, 1)
-    assert points[0] == (6 * 3600 + 660, 5, 0)
-    assert sum(done for _, done, _ in points) == 8
+    assert len(points) == 60 and points[-1] == (7 * 3600 + 600, 3, 2, 1)
+    assert points[0] == (6 * 3600 + 660, 5, 0, 0)
+    assert sum(point[1] for point in points) == 8
 
 
 def test_history_ignores_values_that_are_not_counts(rq: BothSides) -> None:
     minute = 3600 * 5
     rq.client.hset(rq.keys.history(minute), mapping={f"done:{minute}": "x", f"failed:{minute}": -3})
-    assert rq.history(minute + 1, 1) == [(minute, 0, 0)]
+    assert rq.history(minute + 1, 1) == [(minute, 0, 0, 0)]
 
 
 def test_consumer_facts_tolerate_missing_and_malformed_values(rq: BothSides) -> None:
@@ -123,7 +123,7 @@ def test_host_check() -> None:
 
 def test_chart_scale_is_a_round_number_above_the_peak() -> None:
     assert [chart.nice_ceiling(v) for v in (0, 1, 3, 7, 11, 40, 999)] == [1, 1, 5, 10, 20, 50, 1000]
-    drawn = chart.throughput([{"minute": 0, "done": 10, "failed": 0}] * 2)
+    drawn = chart.throughput([{"minute": 0, "done": 10, "retried": 0, "dead": 0}] * 2)
     assert drawn["peak"] == 10 and drawn["done"].split()[0] == f"{chart.LEFT:.1f},{chart.TOP:.1f}"
 
 

@@ -27,7 +27,8 @@ from tests.queue_sides import BothSides
 
 FACT_TYPES = {"id": str, "host": str, "pid": int, "started_at": float, "version": str,
               "queues": list, "concurrency": int, "running": int, "jobs_done": int,
-              "jobs_failed": int, "rss_bytes": int, "cpu_percent": float,
+              "jobs_failed": int, "jobs_retried": int, "jobs_dead": int, "rss_bytes": int,
+              "cpu_percent": float,
               "updated_at": float, "heartbeat_at": float, "report_interval": float,
               "heartbeat_interval": float, "lease_seconds": float}  # fmt: skip
 
@@ -51,7 +52,7 @@ def history_totals(direct: redis.Redis, queue: str) -> dict[str, int]:
     for field, count in fields.items():
         kind, minute = field.split(":")
         assert int(minute) % 60 == 0 and time.time() - 7200 < int(minute) <= time.time()
-        totals[kind] += count
+        totals[kind] = totals.get(kind, 0) + count  # ("retried" only once a job retried)
     return totals
 
 
@@ -203,7 +204,7 @@ def test_counts_that_could_not_be_written_go_with_the_next_heartbeat(
     recorder.done(1)
     queue.healed = True
     reporter.beat(time.time())
-    assert history_totals(direct, backend.queue) == {"done": 5, "failed": 1}
+    assert history_totals(direct, backend.queue) == {"done": 5, "failed": 1, "retried": 1}
     assert recorder.history.pending == {}
 
 

@@ -50,8 +50,11 @@ def option_flags() -> list[OptionFlag]:
     for field in fields(ConsumerOptions):
         kind = str(field.type)
         optional = "Optional" in kind or "None" in kind
-        if "float" in kind:
-            parse: Callable[[str], Any] = optional_duration if optional else duration
+        parse: Callable[[str], Any]
+        if "bool" in kind:
+            parse, metavar = on_off, "on|off"
+        elif "float" in kind:
+            parse = optional_duration if optional else duration
             metavar = "SECONDS"
         elif "str" in kind:  # a count or "auto" (poller_buffer_size)
             parse, metavar = count_or_auto, "N|auto"
@@ -66,6 +69,16 @@ def option_flags() -> list[OptionFlag]:
             )
         )
     return found
+
+
+def on_off(text: str) -> bool:
+    """A switch's value on the command line: on/off (also true/false, yes/no, 1/0)."""
+    value = text.strip().lower()
+    if value in ("on", "true", "yes", "1"):
+        return True
+    if value in ("off", "false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, not {text!r}")
 
 
 def field_docstrings() -> dict[str, str]:

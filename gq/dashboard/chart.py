@@ -1,6 +1,6 @@
 """The last hour's throughput as plain SVG geometry, drawn on the server.
 
-No chart library: the page needs two lines over sixty points, which SVG draws natively,
+No chart library: the page needs three lines over sixty points, which SVG draws natively,
 so the chart works without JavaScript, under a strict CSP, and offline.
 """
 
@@ -10,6 +10,7 @@ from typing import Any
 
 WIDTH, HEIGHT = 1200, 220
 LEFT, RIGHT, TOP, BOTTOM = 52, 8, 10, 22
+LINES = ("done", "retried", "dead")
 
 
 def nice_ceiling(value: int) -> int:
@@ -23,8 +24,9 @@ def nice_ceiling(value: int) -> int:
 
 
 def throughput(points: list[dict[str, int]]) -> dict[str, Any]:
-    """Polyline points for ``done`` and ``failed`` per minute, and the axis labels."""
-    peak = nice_ceiling(max([p["done"] for p in points] + [p["failed"] for p in points] + [1]))
+    """Polyline points for ``done``, ``retried`` and ``dead`` per minute, and the axis
+    labels: a retry is no failure of the job, so it is not drawn as one."""
+    peak = nice_ceiling(max([p[kind] for p in points for kind in LINES] + [1]))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     step = plot_w / max(1, len(points) - 1)
 
@@ -44,9 +46,7 @@ def throughput(points: list[dict[str, int]]) -> dict[str, Any]:
         "middle": TOP + plot_h / 2,
         "peak": peak,
         "half": peak // 2 if peak % 2 == 0 else peak / 2,
-        "done": line("done"),
-        "failed": line("failed"),
         "minutes": len(points),
-        "total_done": sum(p["done"] for p in points),
-        "total_failed": sum(p["failed"] for p in points),
+        **{kind: line(kind) for kind in LINES},
+        **{f"total_{kind}": sum(p[kind] for p in points) for kind in LINES},
     }

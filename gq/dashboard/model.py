@@ -31,6 +31,8 @@ FACT_TYPES: dict[str, tuple[type, ...]] = {
     "running": (int,),
     "jobs_done": (int,),
     "jobs_failed": (int,),
+    "jobs_retried": (int,),
+    "jobs_dead": (int,),
     "rss_bytes": (int,),
     "cpu_percent": (int, float),
     "updated_at": (int, float),
@@ -89,8 +91,14 @@ def _typed(value: Any, types: tuple[type, ...]) -> Any:
 
 
 def history(rq: QueueAdmin, minutes: int) -> list[dict[str, int]]:
+    """Per minute: jobs done, retried, and dead (failed for good); "failed" is every
+    failed attempt, retries included, as the history has always counted it."""
     points = rq.history(rq.server_time(), minutes)
-    return [{"minute": m, "done": done, "failed": failed} for m, done, failed in points]
+    return [
+        {"minute": m, "done": done, "failed": failed, "retried": retried,
+         "dead": max(0, failed - retried)}
+        for m, done, failed, retried in points
+    ]  # fmt: skip
 
 
 def job_rows(entries: list[Entry], limit: int = PREVIEW_CHARS) -> list[dict[str, Any]]:

@@ -4,15 +4,20 @@
 -- KEYS[1] data hash   KEYS[2] scheduled sorted set   KEYS[3] cancelled sorted set
 -- ARGV[1] "at" (times are unix seconds) or "after" (times are delays added to the server's TIME)
 -- ARGV    then id1, message1, time1, id2, message2, time2, ...  (at most 1000 triples)
+-- Publishes the earliest new due time on the channel 'gq:due:' .. KEYS[2] (gq's, not a key):
+-- the consumers' schedulers wake for it instead of waiting for their next poll.
 -- Returns an array with one integer per job, in order: 1 stored and scheduled, 0 the id exists.
 check_types({KEYS[1], 'hash', KEYS[2], 'zset'})
 local offset = 0
 if ARGV[1] == 'after' then offset = server_now() end
 local results = {}
 local stored = {}
+local earliest = nil
 for i = 2, #ARGV, 3 do
   if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('ZADD', KEYS[2], offset + tonumber(ARGV[i + 2]), ARGV[i])
+    local at = offset + tonumber(ARGV[i + 2])
+    redis.call('ZADD', KEYS[2], at, ARGV[i])
+    if earliest == nil or at < earliest then earliest = at end
     stored[#stored + 1] = ARGV[i]
     results[#results + 1] = 1
   else
@@ -20,4 +25,5 @@ for i = 2, #ARGV, 3 do
   end
 end
 forget_cancels(KEYS[3], stored)
+if earliest ~= nil then redis.call('PUBLISH', 'gq:due:' .. KEYS[2], string.format('%.6f', earliest)) end
 return results

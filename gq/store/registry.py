@@ -14,6 +14,8 @@ from gq.store.keys import QUEUE_REGISTRY
 
 # The most queue names read from the registry (a bound on one SSCAN walk).
 MAX_REGISTERED_QUEUES = 10_000
+# The per-minute counts a consumer writes (``<kind>:<minute>`` in ``Q:history:<hour>``).
+HISTORY_KINDS = ("done", "failed", "retried")
 
 
 class ConsumerReports(ScriptedQueue):
@@ -24,16 +26,18 @@ class ConsumerReports(ScriptedQueue):
         (expired, a curlyq consumer, or not JSON)."""
         return [_json_object(raw) for raw in self.facts(consumer_ids)]
 
-    def history(self, now: float, minutes: int = 60) -> list[tuple[int, int, int]]:
-        """(minute start, done, failed) for the ``minutes`` minutes up to the one holding
-        ``now`` (unix seconds), oldest first; one round trip over the hour keys involved."""
+    def history(self, now: float, minutes: int = 60) -> list[tuple[int, int, int, int]]:
+        """(minute start, done, failed, retried) for the ``minutes`` minutes up to the one
+        holding ``now`` (unix seconds), oldest first; one round trip over the hour keys
+        involved. "failed" counts failed attempts, retried ones included (consumers of an
+        earlier gq wrote no "retried": their minutes count every failure as dead)."""
         last = int(now // 60) * 60
         starts = [last - 60 * back for back in range(minutes - 1, -1, -1)]
         hours: dict[int, list[int]] = {}
         for minute in starts:
             hours.setdefault(minute - minute % 3600, []).append(minute)
         plan = [
-            (hour, [f"{kind}:{m}" for kind in ("done", "failed") for m in in_hour])
+            (hour, [f"{kind}:{m}" for kind in HISTORY_KINDS for m in in_hour])
             for hour, in_hour in hours.items()
         ]
         pipe = self.client.pipeline(transaction=False)
@@ -42,7 +46,7 @@ class ConsumerReports(ScriptedQueue):
         counts: dict[str, int] = {}
         for (_, fields), values in zip(plan, pipe.execute()):
             counts.update((f, _count(v)) for f, v in zip(fields, values))
-        return [(m, counts.get(f"done:{m}", 0), counts.get(f"failed:{m}", 0)) for m in starts]
+        return [_minute(counts, m) for m in starts]
 
     def facts(self, consumer_ids: Sequence[str]) -> list[bytes | None]:
         """The stored facts (JSON) of each consumer, None where there are none."""
@@ -57,6 +61,11 @@ class ConsumerReports(ScriptedQueue):
         for reply in each_key(self.client, "hgetall", map(self.keys.history, hours)):
             merged.update({as_text(field): int(value) for field, value in reply.items()})
         return merged
+
+
+def _minute(counts: dict[str, int], m: int) -> tuple[int, int, int, int]:
+    done, failed, retried = (counts.get(f"{kind}:{m}", 0) for kind in HISTORY_KINDS)
+    return m, done, failed, retried
 
 
 def registered_queues(client: RedisClient, limit: int = MAX_REGISTERED_QUEUES) -> list[str]:

@@ -204,6 +204,7 @@ class Consumer:
             watchdog.disable()
         self._liveness.stop_thread_heartbeat()
         self._liveness.reporter = None
+        self._maintenance.listener.close()
         # Whatever is still alive here is abandoned: no more Redis calls. Jobs of
         # killed handlers stay in flight for another consumer's custodian.
         gevent.killall([*greenlets.values(), *run.processor.abandon()], timeout=5)
@@ -216,6 +217,7 @@ class Consumer:
                   self._abort, self.context)  # fmt: skip
         self._processor, self._poller = run.processor, run.poller
         self._liveness.reporter = run.reporter
+        run.endings.on_due = self._maintenance.due.note
         return run
 
     def _start(self, loops: dict[str, Loop], run: Run) -> Greenlets:

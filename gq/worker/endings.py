@@ -23,6 +23,7 @@ from gq.errors import (
     Kill,
     KillJobError,
     RateLimited,
+    Retry,
     RetryJobError,
 )
 from gq.job import Job
@@ -60,6 +61,8 @@ class Endings:
         self._acker = acker
         self._on_fatal = on_fatal
         self._context = context
+        # Told the due time of every retry written: the scheduler wakes for it.
+        self.on_due: Callable[[float], None] = lambda at: None
 
     def ended(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         """A handler raised: cancelled, rate limited, killed, or failed."""
@@ -92,6 +95,7 @@ class Endings:
                                     group_hold=exc.group)  # fmt: skip
         if self._settle(job, "reschedule", RetryJobError, write):
             self._recorders[job.queue].failed("rate_limited")
+            self.on_due(time.time() + after)
 
     def _failed(self, job: Job, exc: BaseException, plan: Plan | None = None) -> None:
         updated = Job(id=job.id, data=job.data, attempt=job.attempt + 1)
@@ -117,12 +121,26 @@ class Endings:
         """A failed attempt, with attempts left: ``updated`` goes back ``delay`` s from now."""
         queue = self._queues[updated.queue]
         message = jobs.encode(updated, error=reason, ready_at=time.time() + delay)
-        log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
-                    updated.id, updated.attempt - 1, delay, reason, exc_info=exc,
-                    extra=fields_of(updated))  # fmt: skip
+        self._log_retry(updated, exc, reason, delay)
         retry = lambda: queue.retry(self._consumer_id, updated.id, message, delay)  # noqa: E731
         if self._settle(updated, "retry", RetryJobError, retry):
             self._recorders[updated.queue].failed("retried")
+            self.on_due(time.time() + delay)
+
+    def _log_retry(self, updated: Job, exc: BaseException, reason: str, delay: float) -> None:
+        """One line per retry: INFO for a requested one (gq.Retry: the plan, not a
+        failure), WARNING with the error for an error; the traceback at DEBUG only, since
+        the job runs again (a job that goes to dead logs it at ERROR)."""
+        attempt, fields = updated.attempt - 1, fields_of(updated)
+        if isinstance(exc, Retry):
+            log.info("%s: job %s asked for a retry (attempt %d), retrying in %.1f s%s",
+                     self._context, updated.id, attempt, delay, _why(exc),
+                     extra=fields)  # fmt: skip
+            return
+        log.warning("%s: job %s failed (attempt %d), retrying in %.1f s: %s", self._context,
+                    updated.id, attempt, delay, reason, extra=fields)  # fmt: skip
+        log.debug("%s: job %s attempt %d failed here", self._context, updated.id, attempt,
+                  exc_info=exc, extra=fields)  # fmt: skip
 
     def discard(self, job: Job, message: bytes | None, reason: str) -> None:
         """Bad data (SPEC section 6) never runs and never stalls the consumer: an
@@ -167,6 +185,10 @@ class Endings:
         opts = self._opts
         return queue.kill(self._consumer_id, job_id, message, dead_max_jobs=opts.dead_max_jobs,
                           dead_max_age=opts.dead_max_age, outcome=outcome)  # fmt: skip
+
+
+def _why(retry: Retry) -> str:
+    return f": {retry.reason}" if retry.reason else ""
 
 
 def _names(cancelled: JobCancelled, job: Job) -> bool:

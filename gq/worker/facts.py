@@ -116,7 +116,9 @@ class Reporter:
             "concurrency": opts.processor_concurrency,
             "running": self._running(),
             "jobs_done": recorder.totals["done"],
-            "jobs_failed": recorder.failures,
+            "jobs_failed": recorder.failures,  # retried + dead, as before "jobs_retried"
+            "jobs_retried": recorder.totals["retried"],
+            "jobs_dead": recorder.totals["killed"],
             "rss_bytes": usage[0],
             "cpu_percent": usage[1],
             "updated_at": now,

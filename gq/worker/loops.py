@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Callable
 
+import gevent
 from gevent import monkey
 from gevent.event import Event
 
@@ -41,8 +42,10 @@ class Loop:
         max_attempts: Callable[[], int],
         max_backoff: Callable[[], float],
         context: str,
+        wake: Event | None = None,
     ) -> None:
         self.name = name
+        self.wake = wake  # set: the sleep ends at once (a sooner time to act on)
         self.step = step
         self.interval = interval
         self.max_attempts = max_attempts
@@ -67,7 +70,14 @@ class Loop:
                 continue
             failures = 0
             if not again:
-                self.stopping.wait(self.interval())
+                self._pause()
+
+    def _pause(self) -> None:
+        if self.wake is None:
+            self.stopping.wait(self.interval())
+            return
+        gevent.wait([self.stopping, self.wake], timeout=self.interval(), count=1)
+        self.wake.clear()  # the step that follows reads every due time anew
 
     def _after_failure(self, failures: int, exc: Exception) -> None:
         """Give up after ``max_attempts()`` failures in a row, else back off."""

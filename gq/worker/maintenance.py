@@ -13,6 +13,7 @@ import redis
 from gq.options import ConsumerOptions
 from gq.store.base import describe
 from gq.store.jobs import DEAD_TRIM_BATCH, RedisQueue
+from gq.worker.due import DueListener, DueTimes
 from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.consumer")
@@ -36,10 +37,13 @@ class Maintenance:
         self._recorders = recorders
         self._context = context
         self._tidy_cursors: dict[str, str] = {}  # where each queue's tidy walks are
+        self.due = DueTimes()  # when the scheduler wakes (issue 32: retries on time)
+        self.listener = DueListener(queues, self.due)
 
     def scheduler_step(self) -> bool:
         limit = self._opts.scheduler_max_jobs
         moved = [queue.enqueue_due(limit) for queue in self._queues.values()]
+        self.due.read_heads(self._queues)
         return max(moved) >= limit
 
     def custodian_step(self) -> bool:

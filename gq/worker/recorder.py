@@ -24,7 +24,7 @@ OUTCOMES = ("done", "retried", "killed", "cancelled", "rate_limited")
 # that would land in keys already expired, so they are dropped.
 HISTORY_SECONDS = 24 * 3600
 
-# (start of the minute in unix seconds, "done" or "failed") -> jobs
+# (start of the minute in unix seconds, "done", "failed" or "retried") -> jobs
 MinuteCounts = dict[tuple[int, str], int]
 
 
@@ -90,7 +90,11 @@ class Recorder:
         "rate_limited"."""
         self.totals[outcome] += 1
         if outcome in ("retried", "killed"):  # cancelled and rate-limited jobs did not fail
+            # "failed" keeps its meaning for older readers (failed attempts, retries
+            # included); "retried" lets a reader tell retries from jobs that went to dead.
             self.history.add("failed", 1)
+        if outcome == "retried":
+            self.history.add("retried", 1)
 
     def recovered(self, count: int) -> None:
         """This consumer's custodian recovered ``count`` jobs of crashed consumers."""

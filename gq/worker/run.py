@@ -61,6 +61,7 @@ class Run:
         self.ledger = ledger = Ledger(recorders)
         self.acker = acker = Acker(queues, consumer_id, opts, ledger.acked, on_fatal, context)
         endings = Endings(queues, consumer_id, opts, ledger, acker, on_fatal, context)
+        self.endings = endings
         self.processor = processor = Processor(
             queues, consumer_id, opts, handler, on_fatal, context, ledger, acker, endings
         )
@@ -124,17 +125,27 @@ def run_loops(
     plan: dict[str, tuple[Callable[[], bool], Callable[[], float], str]] = {
         "Poller": (run.poller.step, lambda: 0.0, "poller"),
         "Heartbeat": (liveness.heartbeat_step, lambda: opts.heartbeat_poll_interval, "heartbeat"),
-        "Scheduler": (maintenance.scheduler_step, lambda: opts.scheduler_poll_interval,
+        "Scheduler": (maintenance.scheduler_step, lambda: _scheduler_delay(maintenance, opts),
                       "scheduler"),  # fmt: skip
         "Custodian": (maintenance.custodian_step, lambda: opts.custodian_poll_interval,
                       "custodian"),  # fmt: skip
         "Canceller": (run.cancel_step, lambda: CANCEL_POLL, "poller"),
         "Reporter": (run.report_step, lambda: report_interval(opts), "heartbeat"),
     }
+    if maintenance.listener.usable and opts.scheduler_wake:
+        plan["Due"] = (maintenance.listener.step, lambda: 0.0, "scheduler")
     if periodic is not None:  # sleeps until its next occurrence, at most the scheduler's
         plan["Periodic"] = (periodic.step, lambda: periodic.delay(opts.scheduler_poll_interval),
                             "scheduler")  # fmt: skip
-    return {name: _loop(name, *what, opts, context) for name, what in plan.items()}
+    loops = {name: _loop(name, *what, opts, context) for name, what in plan.items()}
+    if opts.scheduler_wake:
+        loops["Scheduler"].wake = maintenance.due.wake
+    return loops
+
+
+def _scheduler_delay(maintenance: Maintenance, opts: ConsumerOptions) -> float:
+    poll = opts.scheduler_poll_interval
+    return maintenance.due.delay(poll) if opts.scheduler_wake else poll
 
 
 def _loop(name: str, step: Callable[[], bool], interval: Callable[[], float], family: str,
