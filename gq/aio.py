@@ -33,6 +33,7 @@ from gq.store.connection import (
     FAKEREDIS_SCHEME,
     SCHEMES_HELP,
     SENTINEL_SCHEMES,
+    checked_url,
     embedded_server,
     redact_url,
 )
@@ -47,10 +48,10 @@ class Producer(ProducerCore):
     or a ``redis.asyncio.cluster.RedisCluster`` (the queue name then needs a hash tag,
     ``"{emails}"``); ``url`` takes the URLs ``gq.Producer`` takes (``redis://``,
     ``rediss://``, ``unix://``, ``redis+cluster://``, ``redis+sentinel://``,
-    ``fakeredis://``). Errors, duplicates, ``max_message_bytes`` and the safe retry after
-    a ``redis.ConnectionError`` are those of ``gq.Producer``. Use it as ``async with``, or
-    call ``await producer.close()``, to release the connections of a client built from
-    ``url``.
+    ``fakeredis://``, and the ``valkey`` forms of each). Errors, duplicates,
+    ``max_message_bytes`` and the safe retry after a ``redis.ConnectionError`` are those
+    of ``gq.Producer``. Use it as ``async with``, or call ``await producer.close()``, to
+    release the connections of a client built from ``url``.
     """
 
     def __init__(
@@ -120,8 +121,7 @@ def client_from_url(url: str | None) -> Any:
     ``gq.store.connection`` (gq's callers decide about failures: a retried push would report
     the job's own id as a duplicate). The pool of a single-host URL waits, rather than
     fails, when full; cluster and sentinel pools are unbounded, as for ``gq.Producer``."""
-    if not isinstance(url, str) or not url:
-        raise ConfigurationError(f"url must be a non-empty string, not {url!r}")
+    url = checked_url(url)
     scheme = url.split(":", 1)[0].lower()
     if scheme == FAKEREDIS_SCHEME:
         import fakeredis

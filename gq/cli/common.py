@@ -132,7 +132,8 @@ def add_url_flag(parser: argparse.ArgumentParser, what: str = "Redis URL") -> No
 def add_connection_flags(parser: argparse.ArgumentParser, *, several_queues: bool = False) -> None:
     add_url_flag(
         parser,
-        "Redis URL (redis://, rediss://, unix://, or fakeredis:// for an in-process server)",
+        "Redis URL (redis://, rediss://, unix://, valkey://, valkeys://, the +cluster and "
+        "+sentinel forms, or fakeredis:// for an in-process server)",
     )
     if several_queues:
         parser.add_argument(

@@ -7,6 +7,7 @@ from typing import Any
 
 import redis
 
+from gq.store import servers
 from gq.store.base import (
     NOSCRIPT_TRIES,
     UniqueEntry,
@@ -35,6 +36,13 @@ class AsyncRedisQueue:
         self.client: Any = client
         self.keys = QueueKeys(name)
         self._scripts = registered(client, ("push", "schedule", "push_unique", "push_group"))
+        self._server_ok = type(client).__module__.startswith("fakeredis")
+
+    async def _check_server(self) -> None:
+        """As ``ScriptedQueue._check_server``: Redis 6.2 or newer, read once per client."""
+        if not self._server_ok:
+            await servers.require_supported_async(self.client)
+            self._server_ok = True
 
     async def push(self, messages: Sequence[tuple[str, bytes]]) -> list[bool]:
         """``RedisQueue.push``, awaited."""
@@ -66,6 +74,7 @@ class AsyncRedisQueue:
 
     async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """As ``RedisQueue._run``: sent again while the script cache is flushed under it."""
+        await self._check_server()
         script, args = self._scripts[name], wire(args)
         for _ in range(NOSCRIPT_TRIES - 1):
             try:
@@ -79,6 +88,7 @@ class AsyncRedisQueue:
         cluster, whose pipeline cannot run scripts; a call that met a flush goes again alone."""
         if len(batches) == 1 or self.cluster:
             return [await self._run(name, keys, args) for args in batches]
+        await self._check_server()
         script = self._scripts[name]
         pipe = self.client.pipeline(transaction=False)
         for args in batches:

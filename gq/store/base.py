@@ -21,7 +21,7 @@ from redis.commands.core import Script
 from gq import scripts
 from gq.errors import ConfigurationError, PermissionDeniedError, QueueFullError, RateLimited
 from gq.job import ID_ERRORS
-from gq.store import topology
+from gq.store import servers, topology
 from gq.store.groupkeys import group_keys
 from gq.store.keys import QueueKeys
 
@@ -327,8 +327,16 @@ class ScriptedQueue:
         self.keys = QueueKeys(name)
         self._embedded = type(client).__module__.startswith("fakeredis")
         self._scripts: dict[str, Script] = registered(client, scripts.NAMES)
+        self._server_ok = self._embedded  # fakeredis is whatever gq's own version needs
+
+    def _check_server(self) -> None:
+        """Refuse a server older than Redis 6.2 before gq's first script call on it."""
+        if not self._server_ok:
+            servers.require_supported(self.client)
+            self._server_ok = True
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        self._check_server()
         script, keys, args = self._scripts[name], list(keys), wire(args)
         with permission_errors(f"gq's {name} script"):
             for _ in range(NOSCRIPT_TRIES - 1):
@@ -345,6 +353,7 @@ class ScriptedQueue:
         """
         if len(batches) == 1 or self.cluster:
             return [self._run(name, keys, args) for args in batches]
+        self._check_server()
         pipe = self.client.pipeline(transaction=False)
         for args in batches:  # (a Pipeline is a redis.Redis: no cluster comes here)
             self._scripts[name](keys=list(keys), args=wire(args), client=cast(redis.Redis, pipe))

@@ -15,6 +15,9 @@ forms of its own (redis-py has no standard for either):
   The credentials and TLS are the data nodes'; the sentinels are reached without them.
 
 The query takes redis-py's URL options (``ssl_ca_certs``, ``socket_timeout``...).
+
+``valkey://`` and ``valkeys://`` (and ``valkey+cluster://``, ``valkeys+sentinel://``...)
+are Valkey's names for the same protocol: each is read as its ``redis`` twin.
 """
 
 from __future__ import annotations
@@ -37,8 +40,11 @@ CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 SCHEMES_HELP = (
     "use redis://, rediss://, unix://, redis+cluster://, rediss+cluster://, "
-    "redis+sentinel://, rediss+sentinel:// or fakeredis://"
+    "redis+sentinel://, rediss+sentinel:// (or their valkey forms: valkey://, "
+    "valkeys://, valkey+cluster://...) or fakeredis://"
 )
+# Valkey's clients take both spellings of the one protocol; redis-py takes only its own.
+_VALKEY_BASES = {"valkey": "redis", "valkeys": "rediss"}
 
 _QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*", re.IGNORECASE)
 
@@ -62,6 +68,22 @@ def redact_url(url: str) -> str:
     return shown + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
+def canonical_url(url: str) -> str:
+    """``url`` with a ``valkey`` scheme spelled as its ``redis`` twin; any other unchanged."""
+    scheme, sep, rest = url.partition(":")
+    base, plus, form = scheme.lower().partition("+")
+    if not sep or base not in _VALKEY_BASES:
+        return url
+    return f"{_VALKEY_BASES[base]}{plus}{form}:{rest}"
+
+
+def checked_url(url: object) -> str:
+    """``url`` as a client reads it (``canonical_url``); ConfigurationError if it is no URL."""
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError(f"url must be a non-empty string, not {url!r}")
+    return canonical_url(url)
+
+
 def no_retry() -> Retry:
     return Retry(NoBackoff(), 0)
 
@@ -75,8 +97,7 @@ def client_from_url(url: str, **pool_options: Any) -> Any:
     options but not ``max_connections``: redis-py has no blocking pool for them, and a
     pool that fails when full would fail jobs, so theirs are unbounded.
     """
-    if not isinstance(url, str) or not url:
-        raise ConfigurationError(f"url must be a non-empty string, not {url!r}")
+    url = checked_url(url)
     scheme = url.split(":", 1)[0].lower()
     if scheme == FAKEREDIS_SCHEME:
         return _embedded_client(url)
