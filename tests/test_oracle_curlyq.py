@@ -248,8 +248,8 @@ class OracleMachine(RuleBasedStateMachine):
 
     def _scores(self, keys: QueueKeys, name: str) -> dict[str, float]:
         prefix = f"{keys.name}:"
-        return {m.decode().removeprefix(prefix): s
-                for m, s in self.client.zrange(curlyq_keys(keys)[name], 0, -1, withscores=True)}  # fmt: skip
+        entries = self.client.zrange(curlyq_keys(keys)[name], 0, -1, withscores=True)
+        return {member.decode().removeprefix(prefix): score for member, score in entries}
 
     def _state(self, keys: QueueKeys, skew: float) -> dict[str, object]:
         """curlyq's keys of one queue, with the queue's name taken out of key names."""
@@ -279,8 +279,12 @@ def test_gq_scripts_leave_curlyqs_keys_as_curlyqs_own_lua_does(redis_server: Red
     OracleMachine.sources = script_sources()
     run_state_machine_as_test(
         OracleMachine,
-        settings=settings(max_examples=60, stateful_step_count=40, deadline=None,
-                          suppress_health_check=list(HealthCheck)),  # fmt: skip
+        settings=settings(
+            max_examples=60,
+            stateful_step_count=40,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        ),  # fmt: skip
     )
 
 
