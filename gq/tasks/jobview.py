@@ -8,6 +8,7 @@ attempt 0), ``last_started_at`` and ``finished_at`` from its kept record."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -124,3 +125,14 @@ def _score(queue: ScriptedQueue, job_id: str, dead: bool) -> float | None:
 def recent_results(queue: ScriptedQueue, count: int = 20) -> list[dict[str, Any]]:
     """The most recent finished jobs that kept a result, newest first."""
     return [{"id": job_id, **record.as_dict()} for job_id, record in recent(queue, count)]
+
+
+def waiting_status(statuses: Iterable[str]) -> str:
+    """A workflow's status while none of its jobs has ended: "ready" (or "scheduled")
+    until one has started, then "running". Reads stop at the first job under way."""
+    seen: set[str] = set()
+    for status in statuses:
+        if status not in ("ready", "scheduled"):
+            return "running"
+        seen.add(status)
+    return "ready" if "ready" in seen or not seen else "scheduled"

@@ -37,6 +37,7 @@ from gq.store.outcomes import (
 )
 from gq.tasks import envelope
 from gq.tasks.ids import new_id
+from gq.tasks.jobview import waiting_status
 from gq.tasks.outcome import GATHER
 from gq.tasks.results import Result, await_, look, off_loop, settled, wait
 from gq.tasks.task import Signature
@@ -367,19 +368,13 @@ class GroupResult(_Handle):
         return True, gathered(home, self.id, state.size)
 
     def _under_way(self) -> str:
-        """"ready" (or "scheduled") until a member has started, then "running". A member
-        that ended lowers ``left``, so the members are read only while none has; the read
-        stops at the first one under way."""
-        state = group_state(self._store(self.home), self.id)
-        if state.left is None or state.left < state.size:
-            return "running"
-        waiting: set[str] = set()
-        for queue, job_id, _ in self.members:
-            status = status_of(self._store(queue), read_state(self._store(queue), job_id), job_id)
-            if status not in ("ready", "scheduled"):
-                return "running"
-            waiting.add(status)
-        return "ready" if "ready" in waiting else "scheduled"
+        if group_state(self._store(self.home), self.id).left != len(self.members):
+            return "running"  # (a member has ended)
+        return waiting_status(status_of(*self._read(q, i)) for q, i, _ in self.members)
+
+    def _read(self, queue: str, job_id: str) -> tuple[ScriptedQueue, State, str]:
+        store = self._store(queue)
+        return store, read_state(store, job_id), job_id
 
     def _raise_for(self, member: str) -> None:
         queue, _, task = next((m for m in self.members if m[1] == member), (self.home, member, ""))
