@@ -187,6 +187,7 @@ def test_new_consumer_applies_the_correct_default_options(backend: Backend) -> N
         "dead_max_age": 180 * 24 * hour,
         "hub_block_warning": 1.0,
         "poller_buffer_max": 1000,
+        "scheduler_wake": True,  # wakes for the earliest due time, not only at each poll
     }
 
 

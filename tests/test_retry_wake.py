@@ -88,7 +88,7 @@ def _run_delayed(real: Backend, runs: list[float], how: str) -> None:
     producer = gq.Producer(real.queue, client=real.client())
     producer.perform(b"warm")  # the scheduler has made its first pass and sleeps
     wait_until(lambda: len(runs) == 1, message="the first job ran")
-    channel = f"gq:due:{real.queue}:scheduled"
+    channel = f"{real.queue}:scheduled:due"
     direct = real.direct()
     wait_until(lambda: direct.pubsub_numsub(channel)[0][1] >= 1, message="the consumer listens")
     enqueued = time.time()
@@ -109,3 +109,32 @@ def test_the_wake_is_a_switch() -> None:
     assert (flag.parse("off"), flag.parse("on")) == (False, True)
     with pytest.raises(ConfigurationError, match="scheduler_wake must be True or False"):
         gq.ConsumerOptions(scheduler_wake=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["unique", "group"])
+def test_a_delayed_unique_or_grouped_task_wakes_the_scheduler(real: Backend, kind: str) -> None:
+    """push_unique.lua and push_group.lua announce their due times as schedule.lua does."""
+    app = gq.App(client=real.client(), queue=real.queue)
+    runs: list[float] = []
+
+    @app.task(unique_for=60 if kind == "unique" else None)
+    def note(tenant: str) -> None:
+        runs.append(time.time())
+
+    consumer = gq.Consumer(real.queue, client=real.client(), scheduler_poll_interval=POLL)
+    greenlet = gevent.spawn(consumer.run, app)
+    try:
+        note.enqueue("warm")
+        wait_until(lambda: len(runs) == 1, message="the first job ran")
+        channel = f"{real.queue}:scheduled:due"
+        direct = real.direct()
+        wait_until(lambda: direct.pubsub_numsub(channel)[0][1] >= 1, message="it listens")
+        enqueued = time.time()
+        group = "acme" if kind == "group" else None
+        note.using(after=0.3, group=group).enqueue("later")
+        wait_until(lambda: len(runs) == 2, timeout=POLL / 2, message="the delayed job ran")
+        assert 0.25 < runs[1] - enqueued < POLL / 2
+    finally:
+        consumer.stop()
+        greenlet.join(timeout=10)
+    assert greenlet.dead

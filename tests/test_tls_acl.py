@@ -207,6 +207,37 @@ def test_a_user_without_the_rights_gets_a_clear_error_at_start(server: Node) -> 
         assert "permission" in line.lower() and password not in result.stderr
 
 
+def test_a_user_refused_the_due_time_channel_still_enqueues_and_runs_delayed_jobs(
+    server: Node, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The channel that wakes the scheduler is a convenience: an ACL without it loses no
+    delayed job (the enqueue script's PUBLISH is guarded) and the worker says once why
+    delayed jobs wait for its poll."""
+    caplog.set_level(logging.WARNING, logger="gq")
+    queue = "{" + f"acln-{uuid.uuid4().hex[:6]}" + "}"
+    rule = [part for part in acl_rule(queue, "pw") if part != f"&{queue}*"]
+    admin = server.client()
+    admin.execute_command("ACL", "SETUSER", "no-channels", "reset", *rule)
+    url = f"redis://no-channels:pw@{HOST}:{server.port}/0"
+    producer = gq.Producer(queue, url=url)
+    ran: list[bytes] = []
+    consumer = gq.Consumer(queue, url=url, scheduler_poll_interval=0.2,
+                           poller_poll_duration=1.0)  # fmt: skip
+    worker = gevent.spawn(consumer.run, lambda job: ran.append(job.data))
+    try:
+        assert producer.perform_after(0.1, b"later")
+        wait_until(lambda: ran == [b"later"], timeout=10, message="the delayed job ran")
+        refusals = [r for r in caplog.records if "due-time channel" in r.getMessage()]
+        assert len(refusals) == 1, caplog.text
+    finally:
+        consumer.stop()
+        worker.join(timeout=10)
+        assert worker.exception is None, worker.exception
+        producer.close()
+        BothSides(admin, queue).delete_queue()
+        admin.close()
+
+
 def _life_user(server: Node, name: str, queue: str, *without: str) -> str:
     """An ACL user with the documented rule for ``queue``, less the ``without`` commands."""
     rule = [part for part in acl_rule(queue, "pw") if part not in without]

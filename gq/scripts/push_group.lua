@@ -17,6 +17,7 @@ check_types({KEYS[1], 'hash', KEYS[2], 'zset', KEYS[6], 'list', unpack(group_typ
 local mode = ARGV[1]
 local offset = 0
 if mode == 'after' then offset = server_now() end
+local earliest = nil  -- announced to the schedulers (lib/time.lua)
 local results, stored, lines, order, plain = {}, {}, {}, {}, {}
 for i = 2, #ARGV, 4 do
   local id, group = ARGV[i], ARGV[i + 3]
@@ -29,7 +30,9 @@ for i = 2, #ARGV, 4 do
       if not lines[group] then lines[group] = {}; order[#order + 1] = group end
       lines[group][#lines[group] + 1] = id
     else
-      redis.call('ZADD', KEYS[2], offset + tonumber(ARGV[i + 2]), id)
+      local at = offset + tonumber(ARGV[i + 2])
+      redis.call('ZADD', KEYS[2], at, id)
+      if earliest == nil or at < earliest then earliest = at end
       if group ~= '' then redis.call('HSET', G.later, id, group) end
     end
   else
@@ -40,4 +43,5 @@ for _, group in ipairs(order) do group_append(G, group, lines[group]) end
 call_chunked('RPUSH', KEYS[6], plain)
 forget_cancels(KEYS[5], stored)
 if #order > 0 or #plain > 0 then raise_signal_unless_paused(KEYS[4], KEYS[3]) end
+announce_due(KEYS[2], earliest)
 return results

@@ -18,6 +18,7 @@ check_types({KEYS[1], 'hash', KEYS[2], 'list', KEYS[5], 'zset', KEYS[6], 'zset'}
 local mode = ARGV[1]
 local offset = 0
 if mode == 'after' then offset = server_now() end
+local earliest = nil  -- announced to the schedulers (lib/time.lua)
 local results = {}
 local queued = {}
 for i = 2, #ARGV, 4 do
@@ -32,7 +33,9 @@ for i = 2, #ARGV, 4 do
     if mode == 'now' then
       queued[#queued + 1] = id
     else
-      redis.call('ZADD', KEYS[5], offset + tonumber(ARGV[i + 2]), id)
+      local at = offset + tonumber(ARGV[i + 2])
+      redis.call('ZADD', KEYS[5], at, id)
+      if earliest == nil or at < earliest then earliest = at end
     end
     results[#results + 1] = 1
   else
@@ -43,4 +46,5 @@ if #queued > 0 then
   call_chunked('RPUSH', KEYS[2], queued)
   raise_signal_unless_paused(KEYS[4], KEYS[3])
 end
+announce_due(KEYS[5], earliest)
 return results

@@ -4,7 +4,7 @@
 -- KEYS[1] data hash   KEYS[2] scheduled sorted set   KEYS[3] cancelled sorted set
 -- ARGV[1] "at" (times are unix seconds) or "after" (times are delays added to the server's TIME)
 -- ARGV    then id1, message1, time1, id2, message2, time2, ...  (at most 1000 triples)
--- Publishes the earliest new due time on the channel 'gq:due:' .. KEYS[2] (gq's, not a key):
+-- Publishes the earliest new due time on KEYS[2] .. ':due' (lib/time.lua, announce_due):
 -- the consumers' schedulers wake for it instead of waiting for their next poll.
 -- Returns an array with one integer per job, in order: 1 stored and scheduled, 0 the id exists.
 check_types({KEYS[1], 'hash', KEYS[2], 'zset'})
@@ -25,5 +25,5 @@ for i = 2, #ARGV, 3 do
   end
 end
 forget_cancels(KEYS[3], stored)
-if earliest ~= nil then redis.call('PUBLISH', 'gq:due:' .. KEYS[2], string.format('%.6f', earliest)) end
+announce_due(KEYS[2], earliest)
 return results

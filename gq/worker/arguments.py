@@ -32,6 +32,9 @@ _POLICIES: dict[str, tuple[Read, Read]] = {
     ),
     "scheduler": (lambda o: o.scheduler_max_attempts or 0, lambda o: o.scheduler_max_backoff),
     "custodian": (lambda o: o.custodian_max_attempts or 0, lambda o: o.custodian_max_backoff),
+    # The due-time listener only wakes the scheduler sooner: it never ends the consumer, the
+    # Scheduler loop (which polls the same server) does when Redis stays away.
+    "wake": (lambda o: 0, lambda o: o.scheduler_max_backoff),
 }
 
 

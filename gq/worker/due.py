@@ -1,6 +1,6 @@
 """When the scheduler next has work: the earliest due time a consumer wrote (its own
 retries), read (the scheduled sets' heads at each pass) or heard (a producer's delayed
-enqueue publishes its due time on ``gq:due:<scheduled key>``, from schedule.lua).
+enqueue publishes its due time on ``<scheduled key>:due``, from schedule.lua).
 
 The scheduler loop sleeps until that time, at most its poll interval, and a sooner time
 wakes it at once: a retry ``after=1`` runs a second later, not at the next poll.
@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import redis
 from gevent.event import Event
 
 from gq.store.base import as_text
@@ -30,7 +31,7 @@ SKEW_RETRY = 0.05
 
 def due_channel(queue: RedisQueue) -> str:
     """The channel a delayed enqueue publishes its earliest due time on (gq's, not curlyq's)."""
-    return f"gq:due:{queue.keys.scheduled}"
+    return f"{queue.keys.scheduled}:due"
 
 
 class DueTimes:
@@ -72,6 +73,7 @@ class DueListener:
         self._queues = list(queues.values())
         self._due = due
         self._pubsub: Any = None
+        self.refused = False  # the server's ACL refuses the channel: the poll alone, for good
 
     @property
     def usable(self) -> bool:
@@ -81,17 +83,29 @@ class DueListener:
         return not first._embedded and not first.cluster
 
     def step(self) -> bool:
-        if self._pubsub is None:
-            self._subscribe()
+        if self.refused:
+            return False
         try:
-            message = self._pubsub.get_message(ignore_subscribe_messages=True,
-                                               timeout=LISTEN_TIMEOUT)  # fmt: skip
-        except Exception:
-            self.close()  # a fresh connection at the next step
-            raise
+            message = self._next_message()
+        except redis.exceptions.NoPermissionError as exc:
+            self.close()
+            self.refused = True
+            log.warning("the server refuses the due-time channel (%s): delayed jobs run at "
+                        "the scheduler's poll, a worker's own retries on time", exc)
+            return False
         if message is not None and message.get("type") == "message":
             self._heard(message["data"])
         return False
+
+    def _next_message(self) -> Any:
+        if self._pubsub is None:
+            self._subscribe()
+        try:
+            return self._pubsub.get_message(ignore_subscribe_messages=True,
+                                            timeout=LISTEN_TIMEOUT)  # fmt: skip
+        except Exception:
+            self.close()  # a fresh connection at the next step
+            raise
 
     def _subscribe(self) -> None:
         client: Any = self._queues[0].client  # a plain redis.Redis (usable says so)

@@ -133,7 +133,10 @@ def run_loops(
         "Reporter": (run.report_step, lambda: report_interval(opts), "heartbeat"),
     }
     if maintenance.listener.usable and opts.scheduler_wake:
-        plan["Due"] = (maintenance.listener.step, lambda: 0.0, "scheduler")
+        # Blocks in its step; once refused by the ACL it only waits, a poll at a time.
+        plan["Due"] = (maintenance.listener.step,
+                       lambda: opts.scheduler_poll_interval * maintenance.listener.refused,
+                       "wake")  # fmt: skip
     if periodic is not None:  # sleeps until its next occurrence, at most the scheduler's
         plan["Periodic"] = (periodic.step, lambda: periodic.delay(opts.scheduler_poll_interval),
                             "scheduler")  # fmt: skip
