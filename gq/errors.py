@@ -254,3 +254,16 @@ class ResultUnavailable(GQError):
     """``Result.get()`` where no outcome will come: the task keeps no results
     (``result_ttl`` unset), or gq knows nothing of the id on that queue (never enqueued
     there, cancelled, or its result expired)."""
+
+
+class ConsumerAlive(GQError):
+    """``gq.Queue.recover_consumer`` refused a consumer that heartbeats on time
+    (``.consumer_id``, ``.heartbeat_at``: server time of its last heartbeat)."""
+
+    def __init__(self, consumer_id: str, heartbeat_at: float) -> None:
+        self.consumer_id = consumer_id
+        self.heartbeat_at = heartbeat_at
+        super().__init__(
+            f"consumer {consumer_id} is alive (its heartbeats are on time): recovering its "
+            "jobs would run them twice; stop it, or force it"
+        )

@@ -26,9 +26,16 @@ DAY = 24 * 3600.0
 # Floors below which a value is raised, with a warning, as curlyq does.
 MINIMUMS: dict[str, float] = {
     "poller_poll_duration": 1.0,
-    "heartbeat_poll_interval": 15.0,
+    "heartbeat_poll_interval": 1.0,
     "custodian_consumer_timeout": 5.0,
 }
+#: The shortest lease a consumer can state (the minimums above): a custodian looks at the
+#: consumers silent this long, then judges each by the lease it stated (gq/worker/lease.py).
+SHORTEST_LEASE = MINIMUMS["heartbeat_poll_interval"] + MINIMUMS["custodian_consumer_timeout"]
+#: The lease of a consumer that stated none (a curlyq consumer, or gq before leases were
+#: stated): curlyq's defaults, 60 s heartbeats + 60 s timeout, so that a live Go consumer
+#: is never taken for dead by gq's shorter defaults.
+UNSTATED_LEASE = 120.0
 
 _DURATIONS = {
     "job_max_backoff",
@@ -102,8 +109,8 @@ class ConsumerOptions:
     """Default 0 (never abort). Consecutive poller failures before the consumer aborts."""
     poller_max_backoff: float = 30.0
     """Default 30 s. Cap on the poller's backoff after a failure."""
-    heartbeat_poll_interval: float = 60.0
-    """Default 60 s, minimum 15 s. How often the consumer proves it is alive."""
+    heartbeat_poll_interval: float = 5.0
+    """Default 5 s, minimum 1 s. How often the consumer proves it is alive (curlyq: 60 s)."""
     heartbeat_max_attempts: int | None = 0
     """Default 0 (never abort)."""
     heartbeat_max_backoff: float = 30.0
@@ -120,10 +127,11 @@ class ConsumerOptions:
     """Default on. The scheduler also wakes at the earliest due time it knows (its own
     retries, the scheduled set's head, a producer's delayed enqueue), not only every
     ``scheduler_poll_interval``; off, due jobs wait for the next poll (curlyq's way)."""
-    custodian_poll_interval: float = 60.0
-    """Default 60 s. How often jobs of dead consumers are recovered."""
-    custodian_consumer_timeout: float = 60.0
-    """Default 60 s, minimum 5 s. A consumer silent for heartbeat interval + this is dead."""
+    custodian_poll_interval: float = 5.0
+    """Default 5 s (curlyq: 60 s). How often jobs of dead consumers are recovered."""
+    custodian_consumer_timeout: float = 20.0
+    """Default 20 s (curlyq: 60 s), minimum 5 s. A consumer silent for heartbeat interval +
+    this is dead: its lease, stated in its facts, so each consumer is judged by its own."""
     custodian_max_jobs: int = 50
     """Default 50, minimum 1. Jobs recovered per pass; a full pass repeats at once."""
     custodian_max_attempts: int | None = 0
@@ -225,9 +233,7 @@ def _count(name: str, value: Any, *, optional: bool) -> Any:
     return value
 
 
-#: When a consumer counts as dead for readers that do not know the workers' options (the
-#: dashboard, ``gq stats``, the exporter): silent for the default heartbeat interval plus
-#: the default consumer timeout. Workers run with other values need the readers told.
-DEFAULT_CONSUMER_TIMEOUT = (
-    ConsumerOptions.heartbeat_poll_interval + ConsumerOptions.custodian_consumer_timeout
-)
+#: When a consumer that states no lease in its facts (a curlyq consumer) counts as dead for
+#: readers (the dashboard, ``gq stats``, the exporter): a gq consumer is judged by the lease
+#: its facts state, whatever its options.
+DEFAULT_CONSUMER_TIMEOUT = UNSTATED_LEASE

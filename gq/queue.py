@@ -16,12 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from gq import job as jobs
-from gq.errors import ConfigurationError
+from gq.errors import ConfigurationError, ConsumerAlive
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.store.admin import FlowState, QueueAdmin
 from gq.store.config import resolve_client
 from gq.store.groups import group_limits as get_group_limits
 from gq.store.groups import set_group_limits
+from gq.store.recovery import recover_now
 from gq.tasks import groups
 
 Rate = tuple[int, float]
@@ -129,9 +130,23 @@ class Queue:
         return sum(1 for outcome in self.store.cancel(list(ids)) if outcome)
 
     def stats(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> dict[str, Any]:
-        """What ``gq stats --json`` prints: jobs per state, consumers alive and dead, the
+        """What ``gq stats --json`` prints: jobs per state, consumers alive, silent and dead, the
         next job and how long it has been ready, and the flow settings."""
         return stats(self.store, consumer_timeout)
+
+    def recover_consumer(self, consumer_id: str, *, force: bool = False) -> int:
+        """Hand back now the jobs in flight of consumer ``consumer_id``, known to be dead
+        (the end of its lease would): they go back to ready (or to their group's line),
+        counted as recovered from a crash. A consumer that is alive (its heartbeats on
+        time) is refused with ``ConsumerAlive`` unless ``force``: its jobs would run
+        twice. Returns how many jobs were handed back; ``ConfigurationError`` if no such
+        consumer is registered."""
+        entry = next((e for e in self.consumers() if e["id"] == consumer_id), None)
+        if entry is None:
+            raise ConfigurationError(f"no consumer {consumer_id!r} is registered on {self.name}")
+        if entry["state"] == "alive" and not force:
+            raise ConsumerAlive(consumer_id, entry["heartbeat_at"])
+        return recover_now(self.store, consumer_id)
 
     def consumers(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> list[dict[str, Any]]:
         """Every registered consumer, least recently seen first, as an operator should
@@ -142,11 +157,13 @@ class Queue:
 
 def consumer_report(admin: QueueAdmin, consumer_timeout: float) -> list[dict[str, Any]]:
     """One dict per registered consumer of ``admin``'s queue, least recently seen first:
-    ``id``, ``in_flight``, ``heartbeat_at`` (server time of its last heartbeat),
-    ``updated_at`` (of its last facts, None without), ``silent_for`` (s since the later of
-    the two), ``silent`` (past two report intervals and SILENT_SLACK; without facts, as
-    curlyq's, past ``consumer_timeout``), ``alive`` (heartbeat within ``consumer_timeout``,
-    as ``stats`` counts it), ``state`` ("alive", "silent" or "dead"), ``recover_at`` (when a
+    ``id``, ``name`` (the worker's name, None without), ``in_flight``, ``heartbeat_at``
+    (server time of its last heartbeat), ``updated_at`` (of its last facts, None without),
+    ``silent_for`` (s since the later of the two), ``silent`` (facts past two report
+    intervals and SILENT_SLACK, or heartbeat past its interval and SILENT_SLACK; without
+    facts, as curlyq's, past ``consumer_timeout``), ``alive`` (heartbeat within the lease
+    its facts state, else ``consumer_timeout``, as ``stats`` counts it), ``state``
+    ("alive", "silent" or "dead"), ``recover_at`` (when a
     custodian may take its jobs back: the heartbeat plus the lease its facts state, else
     ``consumer_timeout``), ``recover_in`` (s from the server's now until then; negative once
     due) and ``facts`` (None without). Three round trips, whatever the number of consumers."""
@@ -172,19 +189,24 @@ def _consumer_entry(
     given = facts or {}
     updated = _number(given.get("updated_at"))
     interval = _number(given.get("report_interval"))
+    beat = _number(given.get("heartbeat_interval"))
     lease = _number(given.get("lease_seconds")) or timeout
     silent_for = max(0.0, now - max(heartbeat_at, updated or 0.0))
     limit = 2 * interval + SILENT_SLACK if interval else timeout
-    alive = now - heartbeat_at <= timeout
+    # Silent too once it missed its heartbeats: its facts may be fresh from a native
+    # thread's beat, but a consumer that beats every 5 s and has not for 8 is in trouble.
+    missed = beat is not None and now - heartbeat_at > beat + SILENT_SLACK
+    alive = now - heartbeat_at <= lease
     return {
         "id": consumer_id,
+        "name": given.get("name"),
         "in_flight": in_flight,
         "heartbeat_at": heartbeat_at,
         "updated_at": updated,
         "silent_for": round(silent_for, 3),
-        "silent": silent_for > limit,
+        "silent": silent_for > limit or missed,
         "alive": alive,
-        "state": _state(alive, silent_for > limit),
+        "state": _state(alive, silent_for > limit or missed),
         "recover_at": heartbeat_at + lease,
         "recover_in": round(heartbeat_at + lease - now, 3),
         "facts": facts,
@@ -192,9 +214,8 @@ def _consumer_entry(
 
 
 def _state(alive: bool, silent: bool) -> str:
-    """What the displays call a consumer: "dead" past the timeout (``gq stats`` counts it
-    so), "silent" while its facts are overdue but its heartbeat is not that old, else
-    "alive"."""
+    """What the displays call a consumer: "dead" past its lease (``gq stats`` counts it
+    so), "silent" while its heartbeats or facts are overdue within it, else "alive"."""
     return "dead" if not alive else "silent" if silent else "alive"
 
 
@@ -215,9 +236,9 @@ def snapshot(admin: QueueAdmin, consumer_timeout: float) -> tuple[dict[str, Any]
     """Jobs per state, in flight, consumers alive and dead, the next job and how long it has
     been ready (the numbers ``gq stats`` and the dashboard share); and the server's time."""
     counts = admin.counts()
-    consumers = admin.consumers()
+    consumers = consumer_report(admin, consumer_timeout)
+    states = [entry["state"] for entry in consumers]
     now = admin.server_time()
-    alive = sum(1 for _, seen, _ in consumers if now - seen <= consumer_timeout)
     head = admin.oldest_ready()
     ready_at = _ready_at(head[1]) if head else None
     report = {
@@ -225,9 +246,11 @@ def snapshot(admin: QueueAdmin, consumer_timeout: float) -> tuple[dict[str, Any]
         **counts,
         # Waiting in a group's line (group=): not ready to any consumer until its turn.
         "grouped": admin.grouped(),
-        "in_flight": sum(inflight for _, _, inflight in consumers),
-        "consumers_alive": alive,
-        "consumers_dead": len(consumers) - alive,
+        "in_flight": sum(entry["in_flight"] for entry in consumers),
+        # Alive: within its lease; silent ones (its heartbeats or facts overdue) included.
+        "consumers_alive": len(states) - states.count("dead"),
+        "consumers_silent": states.count("silent"),
+        "consumers_dead": states.count("dead"),
         "next_ready": head[0] if head else None,
         # Seconds the next job has been ready; None for none, or a message without
         # ReadyAt (written by curlyq).

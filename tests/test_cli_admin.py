@@ -97,6 +97,7 @@ def test_stats_counts_every_state(redis_server: RedisServer, rq: BothSides) -> N
         "grouped": 0,
         "in_flight": 1,
         "consumers_alive": 1,
+        "consumers_silent": 0,
         "consumers_dead": 1,
         "next_ready": ready[0],
         # flow control (SPEC section 9; tests/test_flow_cli.py): none set
@@ -116,7 +117,7 @@ def test_stats_counts_every_state(redis_server: RedisServer, rq: BothSides) -> N
         r"^scheduled\s+2\s+\(1 due\)$",
         r"^in flight\s+1$",
         r"^dead\s+2$",
-        r"^consumers\s+1 alive, 1 dead$",
+        r"^consumers\s+1 alive, 0 silent, 1 dead$",
     ):
         assert re.search(pattern, out, re.MULTILINE), out
 

@@ -37,6 +37,7 @@ from gq.errors import (
     ShutdownTimeoutError,
 )
 from gq.job import Job
+from gq.options import UNSTATED_LEASE
 from gq.store.connection import client_from_url
 from gq.store.keys import QueueKeys
 from tests.curlyq_state import (
@@ -163,14 +164,16 @@ def test_new_consumer_applies_the_correct_default_options(backend: Backend) -> N
         "job_max_attempts": 20,
         "job_max_backoff": 168 * hour,
         "shutdown_grace_period": None,  # curlyq's 0: wait for running jobs forever
-        "custodian_consumer_timeout": 60.0,
+        # gq's lease (issue 32): 5 s + 20 s, not curlyq's 60 s + 60 s; each consumer
+        # states its own, so Go consumers are still judged by theirs
+        "custodian_consumer_timeout": 20.0,
         "custodian_max_attempts": 0,
         "custodian_max_backoff": 30.0,
         "custodian_max_jobs": 50,
-        "custodian_poll_interval": 60.0,
+        "custodian_poll_interval": 5.0,
         "heartbeat_max_attempts": 0,
         "heartbeat_max_backoff": 30.0,
-        "heartbeat_poll_interval": 60.0,
+        "heartbeat_poll_interval": 5.0,
         "poller_buffer_size": "auto",  # gq's default (curlyq's was 10)
         "poller_max_attempts": 0,
         "poller_max_backoff": 30.0,
@@ -199,12 +202,12 @@ def test_new_consumer_applies_the_minimum_values_to_relevant_options(
         backend.queue,
         client=backend.client(),
         custodian_consumer_timeout=1,
-        heartbeat_poll_interval=1.0,
+        heartbeat_poll_interval=0.5,
         poller_poll_duration=timedelta(milliseconds=500),
     )
 
     assert consumer.opts.custodian_consumer_timeout == 5.0
-    assert consumer.opts.heartbeat_poll_interval == 15.0
+    assert consumer.opts.heartbeat_poll_interval == 1.0
     assert consumer.opts.poller_poll_duration == 1.0
     warned = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     for name in ("custodian_consumer_timeout", "heartbeat_poll_interval", "poller_poll_duration"):
@@ -778,8 +781,10 @@ def test_run_cleans_up_jobs_orphaned_by_dead_consumers(
     dead_consumer = gq.Consumer(backend.queue, client=direct)
     live_consumer = gq.Consumer(backend.queue, client=direct)
     now = server_now(direct)
+    # It wrote no facts, as a curlyq consumer: it is judged by curlyq's lease (or the
+    # custodian's own, where longer), not by gq's shorter one.
     timeout = consumer.opts.heartbeat_poll_interval + consumer.opts.custodian_consumer_timeout
-    register_consumer(direct, keys, dead_consumer.inflight_key, now - timeout)
+    register_consumer(direct, keys, dead_consumer.inflight_key, now - max(timeout, UNSTATED_LEASE))
     assign_jobs(direct, keys, orphaned_jobs, dead_consumer.inflight_key)
     register_consumer(direct, keys, live_consumer.inflight_key, now)
     assign_jobs(direct, keys, inflight_jobs, live_consumer.inflight_key)
@@ -787,7 +792,7 @@ def test_run_cleans_up_jobs_orphaned_by_dead_consumers(
 
     start(lambda job: processed.append(job.id))
 
-    # 3 s, far under the 60 s custodian interval: the full first pass must repeat at once.
+    # 3 s, far under a custodian interval of 60 s: the full first pass must repeat at once.
     wait_until(
         lambda: sorted(processed) == sorted(ids(orphaned_jobs)),
         timeout=3,

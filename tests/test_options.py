@@ -46,8 +46,8 @@ def test_configuration_error_is_also_a_value_error():
 
 def test_values_below_a_minimum_are_raised_with_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="gq.options"):
-        opts = ConsumerOptions(heartbeat_poll_interval=1)
-    assert opts.heartbeat_poll_interval == 15.0
+        opts = ConsumerOptions(heartbeat_poll_interval=0.5)
+    assert opts.heartbeat_poll_interval == 1.0
     assert "heartbeat_poll_interval" in caplog.text
 
 

@@ -63,3 +63,27 @@ def test_gq_consumers_json_tells_silent_for_and_the_recovery_time(
     assert (silent["in_flight"], silent["running"], silent["jobs_done"]) == (3, 97, 1600)
     assert silent["updated_at"] == pytest.approx(silent["last_heartbeat"])
     assert (live["state"], live["silent"], live["in_flight"]) == ("alive", False, 0)
+
+
+def test_gq_consumers_recover_hands_a_silent_consumers_jobs_back_now(
+    served: tuple[str, str],
+) -> None:
+    result = run(ADMIN, "consumers", "--recover", SILENT, env=env_for(*served))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"recovered 3 job(s) of consumer {SILENT} on queue {served[1]}"
+    listed = run(ADMIN, "consumers", "--json", env=env_for(*served)).stdout
+    assert [json.loads(line)["consumer"] for line in listed.splitlines()] == [LIVE]
+
+
+def test_gq_consumers_recover_refuses_a_live_consumer_unless_forced(
+    served: tuple[str, str],
+) -> None:
+    refused = run(ADMIN, "consumers", "--recover", LIVE, env=env_for(*served))
+    assert refused.returncode == 1
+    assert f"consumer {LIVE} is alive" in refused.stderr and "--force" in refused.stderr
+    forced = run(ADMIN, "consumers", "--recover", LIVE, "--force", env=env_for(*served))
+    assert forced.returncode == 0, forced.stderr
+    unknown = run(ADMIN, "consumers", "--recover", "nobody", env=env_for(*served))
+    assert (unknown.returncode, unknown.stderr.strip()) == (
+        1, f"gq: error: no consumer 'nobody' is registered on {served[1]}"
+    )  # fmt: skip

@@ -110,6 +110,17 @@ def _add_stats(commands: argparse._SubParsersAction[Parser], conn: Parser) -> No
 def _add_consumers(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
     help = "list the consumers of a queue: last heartbeat, jobs in flight, alive or dead"
     _add_report(commands, conn, "consumers", help, status.consumers, "one JSON object a line")
+    parser = commands.choices["consumers"]
+    parser.add_argument(
+        "--recover",
+        metavar="ID",
+        help="hand back now the jobs in flight of consumer ID, known to be dead (a "
+        "custodian would at the end of its lease); a consumer whose heartbeats are on "
+        "time is refused unless --force",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="with --recover: even if it looks alive"
+    )
 
 
 def _add_enqueue(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:

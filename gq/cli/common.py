@@ -154,13 +154,14 @@ def add_connection_flags(parser: argparse.ArgumentParser, *, several_queues: boo
 
 def add_consumer_timeout_flag(parser: argparse.ArgumentParser, *, explain: bool = False) -> None:
     """``--consumer-timeout``; ``explain``: say in the help what the default is made of."""
-    parts = ": the workers' heartbeat interval + custodian consumer timeout" if explain else ""
+    parts = " (curlyq's heartbeat interval + consumer timeout)" if explain else ""
     parser.add_argument(
         "--consumer-timeout",
         type=duration,
         default=DEFAULT_CONSUMER_TIMEOUT,
         metavar="SECONDS",
-        help=f"a consumer silent this long is dead{parts} (default 60 + 60)",
+        help="a consumer that states no lease (a curlyq consumer) is dead once silent this "
+        f"long{parts}; a gq worker by the lease it states (default 60 + 60)",
     )
 
 

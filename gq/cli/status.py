@@ -6,9 +6,11 @@ import argparse
 import json
 from typing import Any
 
-from gq.cli import EXIT_OK, facts_view, flow_cmd, group_cmd
+from gq.cli import EXIT_FATAL, EXIT_OK, facts_view, flow_cmd, group_cmd
+from gq.cli.common import CliError
 from gq.cli.formatting import print_json_lines, table
 from gq.display import age, json_safe, local_time, relative
+from gq.errors import ConfigurationError, ConsumerAlive
 from gq.queue import Queue
 
 # What a line of `gq consumers --json` copies from gq.queue.consumer_report.
@@ -34,14 +36,22 @@ def _stats_text(report: dict[str, Any]) -> str:
         ("scheduled", f"{report['scheduled']}  ({report['due']} due)"),
         ("in flight", str(report["in_flight"])),
         ("dead", str(report["dead"])),
-        ("consumers", f"{report['consumers_alive']} alive, {report['consumers_dead']} dead"),
+        ("consumers", _consumer_counts(report)),
         *flow_cmd.stats_rows(report),
         *group_cmd.stats_rows(report),
     ]
     return "\n".join(f"{name:<11}{value}" for name, value in rows)
 
 
+def _consumer_counts(report: dict[str, Any]) -> str:
+    silent = report.get("consumers_silent", 0)
+    alive = report["consumers_alive"] - silent
+    return f"{alive} alive, {silent} silent, {report['consumers_dead']} dead"
+
+
 def consumers(args: argparse.Namespace, queue: Queue) -> int:
+    if args.recover is not None:
+        return _recover(queue, args.recover, args.force)
     entries = [_entry(report) for report in queue.consumers(args.consumer_timeout)]
     if args.json:
         print_json_lines(entries)
@@ -112,3 +122,14 @@ def _recovery(entry: dict[str, Any]) -> str:
         due = age(-entry["recover_in"])
         return f"{jobs} at a live worker's custodian's next pass (due {due} ago)"
     return f"{jobs} at {local_time(entry['recover_at'])} (in {age(entry['recover_in'])})"
+
+
+def _recover(queue: Queue, consumer_id: str, force: bool) -> int:
+    try:
+        moved = queue.recover_consumer(consumer_id, force=force)
+    except ConsumerAlive as exc:
+        raise CliError(EXIT_FATAL, f"{exc} (--force)") from None
+    except ConfigurationError as exc:
+        raise CliError(EXIT_FATAL, str(exc)) from None
+    print(f"recovered {moved} job(s) of consumer {consumer_id} on queue {queue.name}")
+    return EXIT_OK

@@ -23,8 +23,10 @@ from gq.cli.common import (
 )
 from gq.cli.options import add_option_flags, add_retries_flag
 from gq.cli.periodic_cmd import add_worker_flag
+from gq.errors import ConfigurationError
 from gq.store.connection import DEFAULT_URL
 from gq.version import __version__
+from gq.worker.identity import Name, check_name, default_name
 
 log = logging.getLogger("gq.worker")
 
@@ -55,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="package.module:function to call, or package.module:app for a gq.App's tasks",
     )
     add_connection_flags(parser, several_queues=True)
+    parser.add_argument(
+        "--name",
+        help="who this worker is across restarts: restarted under its name, it takes its "
+        "crashed predecessor's jobs back at once, not after the lease; a second live worker "
+        "with the name refuses to start. With --processes, each child is NAME-<index>. "
+        "Default: the host's name and the process's index (host-0, host-1...; the next "
+        "free one)",
+    )
     parser.add_argument(
         "--burst",
         action="store_true",
@@ -178,3 +188,15 @@ def load_handler(spec: str) -> Callable[..., Any]:
             EXIT_USAGE, f"handler {spec!r} is not callable (it is {type(target).__name__})"
         )
     return target  # type: ignore[no-any-return]
+
+
+def worker_name(args: argparse.Namespace) -> Name:
+    """The name ``--name`` gives (NAME-<index> for a child of ``--processes``), or the
+    default one: the host's name and the child's index, moving on while taken."""
+    if args.name is None:
+        return default_name(args.child_slot)
+    try:
+        base = check_name(args.name)
+    except ConfigurationError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
+    return Name(base, args.child_slot if args.supervisor_pid is not None else None)

@@ -30,12 +30,13 @@ from gq.cli.monitor import burst_loop, report_loop
 from gq.cli.options import consumer_options
 from gq.cli.periodic_cmd import load_schedules
 from gq.cli.supervised import Child, check_flags, child_for  # a child of --processes
-from gq.cli.worker_args import build_parser, load_handler, worker_queues
+from gq.cli.worker_args import build_parser, load_handler, worker_name, worker_queues
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic
 from gq.store.base import describe
 from gq.store.connection import redact_url
 from gq.store.jobs import RedisQueue
+from gq.worker.identity import NameInUse
 
 log = logging.getLogger("gq.worker")
 
@@ -80,7 +81,8 @@ def _consumer(
 ) -> gq.Consumer:
     """The consumer the flags describe (exit 2 for a bad option, 3 if Redis is refused)."""
     try:
-        return gq.Consumer(queue, url=args.url, periodic=periodic, **consumer_options(args))
+        return gq.Consumer(queue, url=args.url, periodic=periodic, name=worker_name(args),
+                           **consumer_options(args))  # fmt: skip
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built
@@ -100,6 +102,8 @@ def _consume(consumer: gq.Consumer, child: Child | None, handler: Callable[..., 
     """Run until stopped; False after logging the error that ended the run."""
     try:
         (child.consume if child else consumer.consume)(handler)
+    except NameInUse as exc:  # refused at start, before any job: as a bad flag
+        raise CliError(EXIT_USAGE, str(exc)) from None
     except gq.PermissionDeniedError as exc:
         if exc.process is None:  # refused at start (the registration): as unreachable
             raise CliError(EXIT_UNREACHABLE, str(exc)) from None

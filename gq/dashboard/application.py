@@ -55,6 +55,7 @@ _ROUTE_TABLE: list[tuple[str, str, Handler]] = [
     ("POST", rf"/queues/{_NAME}/dead/(?P<verb>retry|delete)", pages.dead_action),
     ("POST", rf"/queues/{_NAME}/scheduled/(?P<verb>run|delete)", pages.scheduled_action),
     ("POST", rf"/queues/{_NAME}/(?P<verb>pause|resume)", pages.flow_action),
+    ("POST", rf"/queues/{_NAME}/consumers/recover", pages.recover_consumer),
     ("GET", rf"/queues/{_NAME}", pages.queue),
 ]
 ROUTES = [(method, re.compile(pattern), handler) for method, pattern, handler in _ROUTE_TABLE]

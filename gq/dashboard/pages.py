@@ -9,6 +9,7 @@ from urllib.parse import quote, unquote
 
 from gq.dashboard import chart, model, results_pages
 from gq.dashboard.http import HTTPError, Request, Response, json_response, redirect, text_response
+from gq.errors import ConfigurationError, ConsumerAlive
 from gq.store.admin import Entry, QueueAdmin
 from gq.store.base import MAX_BATCH
 
@@ -32,6 +33,7 @@ MESSAGES = {
     "paused": "Queue paused: consumers fetch nothing until it is resumed.",
     "resumed": "Queue resumed (and a RateLimited hold lifted, if there was one).",
     "none": "No job was selected.",
+    "recovered": "{n} job(s) of the consumer handed back to the queue.",
 }
 
 Operation = Callable[[Sequence[str]], list[bool]]
@@ -78,6 +80,7 @@ def consumers(d: Site, request: Request, name: str) -> Response:
         "consumers.html",
         queue=model.summary(rq, d.consumer_timeout),
         consumers=model.consumers(rq, d.consumer_timeout),
+        message=_message(request),
     )
 
 
@@ -146,6 +149,18 @@ def flow_action(d: Site, request: Request, name: str, verb: str) -> Response:
     queue = d.queue(name)
     (queue.pause if pause else queue.resume)()
     return redirect(f"{queue_url(request, name)}?done={'paused' if pause else 'resumed'}")
+
+
+def recover_consumer(d: Site, request: Request, name: str) -> Response:
+    """Hand back a silent or dead consumer's jobs now (``gq consumers --recover``); one
+    that heartbeats on time is refused, as the CLI refuses it without --force."""
+    queue = d.queue(name)
+    consumer_id = request.form().get("consumer", [""])[0]
+    try:
+        moved = queue.recover_consumer(consumer_id)
+    except (ConsumerAlive, ConfigurationError) as exc:
+        raise HTTPError(409, str(exc)) from None
+    return _after(request, name, "/consumers", "recovered", moved)
 
 
 def _retry_dead(rq: QueueAdmin) -> Operation:

@@ -5,6 +5,7 @@ signal are ``gq.store.signals``'; the operator's side is ``gq.store.admin``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
@@ -16,6 +17,7 @@ from gq.store.base import (
     ScriptedQueue,
     as_text,
     chunks,
+    each_key,
     flags,
     full_queue_errors,
     optional_int,
@@ -199,6 +201,14 @@ class RedisQueue(ScriptedQueue):
         reply = self._run("expired_consumers", [self.keys.consumers], [repr(float(timeout)), limit])
         return [as_text(key) for key in reply]
 
+    def stated_leases(self, inflight_keys: Sequence[str]) -> list[float | None]:
+        """The lease each consumer's facts state (``lease_seconds``), None where there are
+        no facts or they state none (a curlyq consumer, gq before leases were stated)."""
+        prefix = self.keys.inflight("")
+        ids = [key[len(prefix) :] for key in inflight_keys]
+        raw = each_key(self.client, "get", map(self.keys.facts, ids)) if ids else []
+        return [_stated_lease(value) for value in raw]
+
     def recover(
         self,
         consumer_id: str,
@@ -372,3 +382,15 @@ class PeriodicReply:
     outcome: str
     server_now: float
     cursor: int | None
+
+
+def _stated_lease(raw: Any) -> float | None:
+    """``lease_seconds`` of a consumer's facts (JSON written by any version, or by hand)."""
+    try:
+        facts = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    lease = facts.get("lease_seconds") if isinstance(facts, dict) else None
+    if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
+        return None
+    return float(lease)

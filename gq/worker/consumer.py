@@ -34,6 +34,7 @@ from gq.worker.arguments import (
     queue_weights,
     require_monkey_patching,
 )
+from gq.worker.identity import Claim, Name, check_name
 from gq.worker.liveness import Liveness
 from gq.worker.loops import Loop
 from gq.worker.maintenance import Maintenance, check_eviction_policy
@@ -67,6 +68,7 @@ class Consumer:
         client: redis.Redis | Any | None = None,
         periodic: Any = (),
         options: ConsumerOptions | None = None,
+        name: str | Name | None = None,
         **overrides: Any,
     ) -> None:
         weights = queue_weights(queue)
@@ -75,6 +77,9 @@ class Consumer:
         self._weights = weights if isinstance(queue, Mapping) else None
         self.opts = consumer_options(options, overrides)
         self.id = str(uuid.uuid4())
+        # Who it is across restarts (gq/worker/identity.py); None: nobody in particular.
+        self._name = Name(check_name(name)) if isinstance(name, str) else name
+        self.name: str | None = None  # the name it holds once running
         client = consumer_client(url, client, self.opts)
         self._queues = {name: RedisQueue(client, name) for name in self.queues}
         self._queue = self._queues[self.queue]
@@ -184,9 +189,10 @@ class Consumer:
         log.info("%s: started (concurrency=%d, buffer=%s)", self.context,
                  opts.processor_concurrency, opts.poller_buffer_size)  # fmt: skip
         check_eviction_policy(self._queue, self.context)
+        run = self._build(handler)
+        self._claim_name(run)
         watching = watchdog.enable(opts.hub_block_warning)
         liveness.start_thread_heartbeat()
-        run = self._build(handler)
         loops = run_loops(run, self._maintenance, liveness, self._periodic, opts, self.context)
         greenlets = self._start(loops, run)
         self._stop_requested.wait()
@@ -198,6 +204,26 @@ class Consumer:
             raise self._fatal
         log.info("%s: stopped (done=%d failed=%d)", self.context, self.stats.done,
                  self.stats.failed)  # fmt: skip
+
+    def _claim_name(self, run: Run) -> None:
+        """Hold this consumer's name, taking a crashed predecessor's jobs back now; a live
+        namesake's refusal stops the run before any job is fetched."""
+        if self._name is None:
+            return
+
+        def announce(name: str) -> None:
+            run.reporter.identity = {"name": name, **claim.process}
+            run.reporter.beat()
+
+        claim = Claim(self._queues, self.id, announce, self._maintenance.recover_now,
+                      self.context)  # fmt: skip
+        try:
+            self.name = claim.claim(self._name)
+        except BaseException:
+            run.reporter.final()
+            self._deregister()
+            raise
+        log.info("%s: named %r", self.context, self.name)
 
     def _end(self, run: Run, greenlets: Greenlets, watching: bool) -> None:
         if watching:

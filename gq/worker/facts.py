@@ -21,7 +21,7 @@ from typing import Any, Callable
 import psutil
 import redis
 
-from gq.options import ConsumerOptions
+from gq.options import UNSTATED_LEASE, ConsumerOptions
 from gq.store.base import describe
 from gq.store.jobs import RedisQueue
 from gq.version import __version__
@@ -34,6 +34,12 @@ HISTORY_TTL = 90_000
 #: Facts and history are written this often (or with each heartbeat, if more often): the
 #: counts an operator sees are never older than this, at one round trip per queue.
 REPORT_SECONDS = 5.0
+
+
+def lease_seconds(opts: ConsumerOptions) -> float:
+    """How long after its last heartbeat a custodian may recover a consumer's jobs: its
+    last heartbeat may be an interval old when its timeout starts."""
+    return opts.heartbeat_poll_interval + opts.custodian_consumer_timeout
 
 
 def report_interval(opts: ConsumerOptions) -> float:
@@ -70,6 +76,8 @@ class Reporter:
         self._failing = False
         self._offset = 0.0  # the Redis server's clock minus this host's
         self._heartbeat_at = 0.0  # the server's time of the last heartbeat
+        # The consumer's name and the process behind it (gq/worker/identity.py), once named.
+        self.identity: dict[str, Any] = {}
 
     def learn_clock(self, server_now: float) -> None:
         """A heartbeat went through at ``server_now`` (the server's time)."""
@@ -127,7 +135,8 @@ class Reporter:
             "heartbeat_interval": opts.heartbeat_poll_interval,
             # A custodian may recover this consumer's jobs once its last heartbeat is this
             # old (Consumer._custodian_pass): what a reader shows as "to be recovered at".
-            "lease_seconds": opts.heartbeat_poll_interval + opts.custodian_consumer_timeout,
+            "lease_seconds": lease_seconds(opts),
+            **self.identity,
         }
 
     def _write_all(self, facts: Mapping[str, str | None]) -> None:
@@ -145,8 +154,10 @@ class Reporter:
         """One queue's facts and counts, in one round trip; the errors of what failed."""
         history = self._recorders[queue].history
         counts = history.take()
-        # The facts expire with the consumer's lease: a reader never shows a dead one's.
-        ttl = self._opts.heartbeat_poll_interval + self._opts.custodian_consumer_timeout
+        # The facts outlive the lease by the unstated one: a custodian judges a consumer
+        # whose facts are gone by curlyq's lease, so a dead gq consumer's must still be
+        # there when its own lease ends (readers show a dead one's as last reported).
+        ttl = lease_seconds(self._opts) + UNSTATED_LEASE
         try:
             refused, errors = self._queues[queue].report(self._id, facts, ttl, counts, HISTORY_TTL)
         except redis.RedisError as exc:  # the round trip failed: nothing is known written

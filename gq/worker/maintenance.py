@@ -10,13 +10,19 @@ from collections.abc import Mapping
 
 import redis
 
-from gq.options import ConsumerOptions
+from gq.options import SHORTEST_LEASE, UNSTATED_LEASE, ConsumerOptions
 from gq.store.base import describe
 from gq.store.jobs import DEAD_TRIM_BATCH, RedisQueue
 from gq.worker.due import DueListener, DueTimes
+from gq.worker.facts import lease_seconds
 from gq.worker.recorder import Recorder
 
 log = logging.getLogger("gq.consumer")
+
+# The most consumers one custodian pass looks at (silent for the shortest lease any
+# consumer can state; each then judged by its own): keys only, so a few curlyq consumers
+# within their minute-long beats cannot hide a dead gq consumer behind them.
+CANDIDATES = 1000
 
 
 class Maintenance:
@@ -60,22 +66,39 @@ class Maintenance:
         return moved >= opts.custodian_max_jobs or self._tidy(queue) >= DEAD_TRIM_BATCH
 
     def _recover(self, queue: RedisQueue) -> tuple[int, int]:
-        """Jobs recovered from the consumers whose lease ended, and how many those were."""
+        """Jobs recovered from the consumers whose lease ended, and how many those were.
+        Each consumer is judged by the lease its facts state (its own heartbeat interval +
+        consumer timeout), one that states none by curlyq's (UNSTATED_LEASE), or this
+        consumer's own where that is longer: gq's short defaults never take a live Go
+        consumer, beating once a minute, for dead."""
+        candidates = queue.expired_consumers(SHORTEST_LEASE, CANDIDATES)
+        if not candidates:
+            return 0, 0
+        unstated = max(lease_seconds(self._opts), UNSTATED_LEASE)
+        by_lease: dict[float, list[str]] = {}
+        for key, stated in zip(candidates, queue.stated_leases(candidates)):
+            by_lease.setdefault(stated or unstated, []).append(key)
+        moved = expired = 0
+        for lease, keys in by_lease.items():
+            # The script checks each heartbeat against the lease again, on the server's
+            # clock: a consumer that beat since it was listed keeps its jobs.
+            moved += self.recover_now(queue, keys, lease)
+            expired += len(keys)
+        return moved, expired
+
+    def recover_now(self, queue: RedisQueue, keys: list[str], lease: float = 0.0) -> int:
+        """Recover the jobs of the consumers whose in-flight ``keys`` are given, once their
+        heartbeat is ``lease`` s old (0: now, for a predecessor known dead); jobs moved."""
         opts = self._opts
-        # The lease: a consumer's last heartbeat may be an interval old when its timeout
-        # starts (the facts' "lease_seconds" say the same to readers).
-        timeout = opts.heartbeat_poll_interval + opts.custodian_consumer_timeout
-        expired = queue.expired_consumers(timeout, opts.custodian_max_jobs)
-        moved = queue.recover(
+        return queue.recover(
             self._id,
-            expired,
-            timeout=timeout,
+            keys,
+            timeout=lease,
             max_jobs=opts.custodian_max_jobs,
             max_recoveries=opts.job_max_recoveries,
             dead_max_jobs=opts.dead_max_jobs,
             dead_max_age=opts.dead_max_age,
         )
-        return moved, len(expired)
 
     def _tidy(self, queue: RedisQueue) -> int:
         """Trim the dead set by age and size on the custodian's timer (not only when a job
