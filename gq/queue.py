@@ -104,7 +104,9 @@ class Queue:
         """Limits per group: for every group (``group=None``), or one group's own, which
         win over every group's. ``concurrency=n``: at most n jobs of a group held at once;
         ``rate=(n, seconds)``: at most n of its jobs started per that many seconds.
-        ``None`` removes a limit; a limit not given is left as it is."""
+        ``None`` removes a limit; a limit not given is left as it is. A crashed worker's
+        jobs hold their group's slots until recovered: at once when it is restarted under
+        its name (``gq-worker --name``), by ``recover_consumer``, else at its lease's end."""
         name = "" if group is None else groups.check_group(group)
         changes = _limit_changes(rate, concurrency)
         if changes:

@@ -23,7 +23,10 @@ def add_parser(commands: Any, conn: Parser) -> None:
     """Register ``group-limit`` on the ``gq`` parser."""
     parser = subcommand(commands, "group-limit", _HELP, [conn], group_limit)
     parser.add_argument("--concurrency", type=concurrency_limit, metavar="N",
-                        help="at most N jobs of a group held (buffered or running) at once")
+                        help="at most N jobs of a group held (buffered or running) at "
+                        "once; a crashed worker's jobs count until recovered: at once when "
+                        "it restarts under its --name, or by gq consumers --recover ID, "
+                        "else at its lease's end (25 s by default)")
     parser.add_argument("--rate", type=rate, metavar="N/SECONDS",
                         help="at most N jobs of a group started per SECONDS (10/1, 100/60)")
     parser.add_argument("--group", metavar="G",
