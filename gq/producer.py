@@ -15,6 +15,7 @@ from gq.errors import ConfigurationError, JobAlreadyExistsError, MessageTooLarge
 from gq.job import Job, JobLike
 from gq.store.config import check_queue_name, resolve_client
 from gq.store.jobs import RedisQueue
+from gq.store.shards import Layout, check_shards, declare, positions
 
 #: Default ``max_message_bytes``: far above ordinary job payloads, far below what would
 #: stall a single-threaded Redis while a script copies the message (docs/decisions.md).
@@ -84,7 +85,9 @@ class Producer(ProducerCore):
     then needs a hash tag, ``"{emails}"``) or a Sentinel's ``master_for`` client.
     ``max_message_bytes`` (default 1 MiB, ``None`` for no limit) bounds each encoded
     message: a bigger job raises ``MessageTooLargeError`` before anything is written.
-    ``gq.aio.Producer`` is the same for asyncio programs.
+    ``shards=N`` makes ``queue`` a sharded queue (docs/deployment.md, "One queue over
+    many masters"): each job goes to one of N plain queues, chosen by its id.
+    ``gq.aio.Producer`` is the same for asyncio programs (unsharded).
     """
 
     def __init__(
@@ -94,14 +97,41 @@ class Producer(ProducerCore):
         url: str | None = None,
         client: redis.Redis | Any | None = None,
         max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
+        shards: int | None = None,
     ) -> None:
         super().__init__(queue, max_message_bytes)
-        self._queue = RedisQueue(resolve_client(url, client), self.queue)
+        redis_client = resolve_client(url, client)
+        self._shards = None if shards is None else check_shards(self.queue, shards)
+        self._plan: Layout | None = None  # declared in Redis at the first write
+        self._queues: dict[str, RedisQueue] = {}
+        if self._shards is None:
+            self._queue = RedisQueue(redis_client, self.queue)
+        else:
+            self._queue = RedisQueue(redis_client, f"{{{self.queue}}}")  # (its client's holder)
+
+    def _route(self, job_ids: list[str]) -> list[tuple[RedisQueue, list[int]]]:
+        """Each queue the jobs ``job_ids`` go to, with their positions."""
+        if self._shards is None:
+            return [(self._queue, list(range(len(job_ids))))]
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = declare(self._queue.client, self.queue, self._shards)
+        parts = positions([plan.for_id(job_id) for job_id in job_ids])
+        return [(self._shard(name), where) for name, where in parts.items()]
+
+    def _shard(self, name: str) -> RedisQueue:
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = self._queues[name] = RedisQueue(self._queue.client, name)
+        return queue
+
+    def _one(self, job: Job) -> RedisQueue:
+        return self._route([job.id])[0][0]
 
     def perform(self, job: JobLike) -> str:
         """Queue ``job`` (bytes or Job) to run as soon as possible; return its id."""
         item, messages = self._push_args(job)
-        return stored_or_raise(item, self._queue.push(messages))
+        return stored_or_raise(item, self._one(item).push(messages))
 
     def perform_at(self, when: When, job: JobLike) -> str:
         """Queue ``job`` to run at ``when`` (a datetime or unix seconds); return its id.
@@ -110,12 +140,12 @@ class Producer(ProducerCore):
         reads it.
         """
         item, entries = self._at_args(when, job)
-        return stored_or_raise(item, self._queue.schedule(entries, relative=False))
+        return stored_or_raise(item, self._one(item).schedule(entries, relative=False))
 
     def perform_after(self, delay: Delay, job: JobLike) -> str:
         """Queue ``job`` to run ``delay`` (timedelta or seconds) after the Redis server's now."""
         item, entries = self._after_args(delay, job)
-        return stored_or_raise(item, self._queue.schedule(entries, relative=True))
+        return stored_or_raise(item, self._one(item).schedule(entries, relative=True))
 
     def perform_many(self, batch: Iterable[JobLike]) -> list[str]:
         """Queue many jobs in few round trips; return their ids in order.
@@ -126,7 +156,12 @@ class Producer(ProducerCore):
         items, messages = self._many_args(batch)
         if not items:
             return []
-        return all_stored_or_raise(items, self._queue.push(messages))
+        stored = [False] * len(items)
+        for queue, where in self._route([item.id for item in items]):
+            replies = queue.push([messages[i] for i in where])
+            for position, reply in zip(where, replies):
+                stored[position] = reply
+        return all_stored_or_raise(items, stored)
 
     def close(self) -> None:
         """Release the connections of a client built from ``url``."""

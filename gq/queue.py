@@ -43,9 +43,19 @@ UNCHANGED: Any = _Unchanged()
 
 
 class Queue:
-    """Queue ``name`` on ``url`` or an existing ``client`` (redis-py, decode_responses=False)."""
+    """Queue ``name`` on ``url`` or an existing ``client`` (redis-py, decode_responses=False);
+    with ``shards=N``, sharded queue ``name``'s handle (a ``gq.sharded.ShardedQueue``)."""
 
-    def __init__(self, name: str, url: str | None = None, *, client: Any = None) -> None:
+    def __new__(cls, name: str, url: str | None = None, *, client: Any = None,
+                shards: int | None = None) -> Queue:  # fmt: skip
+        if shards is None or cls is not Queue:
+            return super().__new__(cls)
+        from gq.sharded import ShardedQueue
+
+        return super().__new__(ShardedQueue)
+
+    def __init__(self, name: str, url: str | None = None, *, client: Any = None,
+                 shards: int | None = None) -> None:  # fmt: skip
         self.name = name
         #: The store-level implementation (gq/store/admin.py): the reads and writes that
         #: the CLI and the dashboard show beyond the operations of this class.

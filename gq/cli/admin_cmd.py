@@ -13,6 +13,7 @@ import redis
 import gq
 from gq.cli import (
     EXIT_FATAL,
+    EXIT_USAGE,
     dashboard_cmd,
     demo,
     flow_cmd,
@@ -38,6 +39,7 @@ from gq.cli.common import (
     unix_time,
 )
 from gq.cli.logs import scrub, url_secrets
+from gq.errors import ConfigurationError
 from gq.queue import Queue
 
 DESCRIPTION = """\
@@ -105,6 +107,9 @@ def _add_report(
 def _add_stats(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
     help = "count the jobs of a queue in each state, and its consumers"
     _add_report(commands, conn, "stats", help, status.stats, "one JSON object")
+    commands.choices["stats"].add_argument(
+        "--shards", action="store_true",
+        help="a sharded queue's shards too, one line each (the sum is shown without it)")
 
 
 def _add_consumers(commands: argparse._SubParsersAction[Parser], conn: Parser) -> None:
@@ -238,6 +243,9 @@ def run(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"gq: error: {scrub(exc.message, secrets)}", file=sys.stderr)
         return exc.code
+    except ConfigurationError as exc:  # an operation the queue refuses (a sharded one's)
+        print(f"gq: error: {scrub(str(exc), secrets)}", file=sys.stderr)
+        return EXIT_USAGE
     except redis.RedisError as exc:  # after the start: the operation failed
         print(f"gq: error: Redis: {scrub(str(exc), secrets)}", file=sys.stderr)
         return EXIT_FATAL

@@ -18,6 +18,7 @@ from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.queue import Queue
 from gq.store.base import ScriptedQueue, describe
 from gq.store.connection import DEFAULT_URL, client_from_url, redact_url
+from gq.store.shards import declared
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -219,7 +220,9 @@ def queue_on(url: str, queue: str, **pool_options: Any) -> Queue:
     pool_options.setdefault("socket_connect_timeout", 5.0)
     pool_options.setdefault("socket_timeout", 10.0)
     try:
-        return Queue(queue, client=client_from_url(url, **pool_options))
+        client = client_from_url(url, **pool_options)
+        # A sharded queue's name (its descriptor in Redis: gq/store/shards.py) or a plain one.
+        return Queue(queue, client=client, shards=declared(client, [queue]).get(queue))
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built

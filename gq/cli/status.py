@@ -19,8 +19,23 @@ REPORT_FIELDS = ("state", "alive", "silent", "silent_for", "in_flight", "recover
 
 def stats(args: argparse.Namespace, queue: Queue) -> int:
     report = queue.stats(args.consumer_timeout)
-    print(json.dumps(json_safe(report)) if args.json else _stats_text(report))
+    shards = report.pop("per_shard", None)
+    if args.json:
+        print(json.dumps(json_safe({**report, "per_shard": shards} if args.shards else report)))
+        return EXIT_OK
+    print(_stats_text(report))
+    if args.shards and shards:
+        print(shard_table(shards))
     return EXIT_OK
+
+
+def shard_table(reports: list[dict[str, Any]]) -> str:
+    """``gq stats --shards``: a line per shard of a sharded queue."""
+    fields = ("ready", "scheduled", "in_flight", "dead", "grouped")
+    rows = [(r["queue"], *(str(r[f]) for f in fields), "yes" if r["paused"] else "no")
+            for r in reports]  # fmt: skip
+    return "\n" + table(("SHARD", "READY", "SCHEDULED", "IN FLIGHT", "DEAD", "GROUPED", "PAUSED"),
+                        rows)  # fmt: skip
 
 
 def _stats_text(report: dict[str, Any]) -> str:
@@ -31,6 +46,7 @@ def _stats_text(report: dict[str, Any]) -> str:
         next_ready = f"  (next: {report['next_ready']}{waited})"
     rows = [
         ("queue", report["queue"]),
+        *_shard_rows(report),
         ("ready", f"{report['ready']}{next_ready}"),
         ("grouped", f"{report['grouped']}  (waiting in groups' lines)"),
         ("scheduled", f"{report['scheduled']}  ({report['due']} due)"),
@@ -41,6 +57,15 @@ def _stats_text(report: dict[str, Any]) -> str:
         *group_cmd.stats_rows(report),
     ]
     return "\n".join(f"{name:<11}{value}" for name, value in rows)
+
+
+def _shard_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The "shards" row of a sharded queue (its counts below are summed over them)."""
+    if "shards" not in report:
+        return []
+    paused = report["paused_shards"]
+    note = f", paused on {paused} of {report['shards']}" if 0 < paused < report["shards"] else ""
+    return [("shards", f"{report['shards']} (counts summed; --shards for each){note}")]
 
 
 def _consumer_counts(report: dict[str, Any]) -> str:

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any, Callable
 
+import redis
+
 import gq
 from gq.cli import ENV_QUEUE, ENV_URL, EXIT_CODES_HELP, EXIT_USAGE, logs, metrics_cmd
 from gq.cli.common import (
@@ -200,3 +202,32 @@ def worker_name(args: argparse.Namespace) -> Name:
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     return Name(base, args.child_slot if args.supervisor_pid is not None else None)
+
+
+def worker_shards(
+    url: str, queue: str | list[str] | dict[str, int], handler: Any
+) -> dict[str, int]:
+    """The sharded queues among those the worker serves, with their counts: the app's
+    (``gq.App(shards=...)``), else the descriptors Redis holds (gq/store/shards.py); an
+    app and Redis that disagree are refused (exit 2)."""
+    from gq.cli.common import cannot_use
+    from gq.store.connection import client_from_url
+    from gq.store.shards import declared
+
+    names = [queue] if isinstance(queue, str) else list(queue)
+    given = dict(handler.sharding.counts) if isinstance(handler, gq.App) else {}
+    try:
+        client = client_from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0)
+        try:
+            stored = declared(client, names)
+        finally:
+            client.close()
+    except ConfigurationError as exc:
+        raise CliError(EXIT_USAGE, str(exc)) from None
+    except redis.RedisError as exc:  # unreachable or refused: said as gq-worker says it
+        raise cannot_use(url, exc) from None
+    for name in set(given) & set(stored):
+        if given[name] != stored[name]:
+            raise CliError(EXIT_USAGE, f"queue {name!r}: the app says {given[name]} shards, "
+                           f"Redis says {stored[name]} (gq:sharded:{name})")  # fmt: skip
+    return {**stored, **{name: n for name, n in given.items() if name in names}}

@@ -30,7 +30,13 @@ from gq.cli.monitor import burst_loop, report_loop
 from gq.cli.options import consumer_options
 from gq.cli.periodic_cmd import load_schedules
 from gq.cli.supervised import Child, check_flags, child_for  # a child of --processes
-from gq.cli.worker_args import build_parser, load_handler, worker_name, worker_queues
+from gq.cli.worker_args import (
+    build_parser,
+    load_handler,
+    worker_name,
+    worker_queues,
+    worker_shards,
+)
 from gq.errors import ConfigurationError
 from gq.periodic import Periodic
 from gq.store.base import describe
@@ -57,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     handler = load_handler(args.handler)
     queue = worker_queues(args, handler)
     periodic = load_schedules(args.periodic) + app_schedules(handler)  # exit 2 if one is bad
-    consumer = _consumer(args, queue, periodic)
+    consumer = _consumer(args, queue, periodic, worker_shards(args.url, queue, handler))
     rq = open_queue(args.url, consumer.queue, max_connections=2)  # exit 3 if unreachable
     child = child_for(args, consumer)  # None unless run by --processes
     _log_start(args, consumer)
@@ -77,12 +83,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _consumer(
-    args: argparse.Namespace, queue: str | list[str] | dict[str, int], periodic: list[Periodic]
+    args: argparse.Namespace, queue: str | list[str] | dict[str, int], periodic: list[Periodic],
+    shards: dict[str, int] | None = None,
 ) -> gq.Consumer:
     """The consumer the flags describe (exit 2 for a bad option, 3 if Redis is refused)."""
     try:
         return gq.Consumer(queue, url=args.url, periodic=periodic, name=worker_name(args),
-                           **consumer_options(args))  # fmt: skip
+                           shards=shards, **consumer_options(args))  # fmt: skip
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built

@@ -185,3 +185,9 @@ QUEUE_REGISTRY = "gq:queues"
 
 #: The same key under the name gq.metrics and gq.worker.facts use.
 REGISTRY = QUEUE_REGISTRY
+
+
+def sharded_key(name: str) -> str:
+    """gq's own key: the descriptor of sharded queue ``name`` (gq/store/shards.py), a hash
+    outside any queue's slot."""
+    return f"gq:sharded:{name}"

@@ -55,6 +55,13 @@ def signalled(queues: Sequence[ScriptedQueue]) -> list[bool]:
     return [bool(flag) for flag in each_key(queues[0].client, "exists", signals)]
 
 
+def spans_slots(queues: Sequence[ScriptedQueue]) -> bool:
+    """Whether the queues live in several Cluster slots (one BLPOP cannot wait on all)."""
+    if len(queues) < 2 or not queues[0].cluster or queues[0]._embedded:
+        return False
+    return len({key_slot(queue.keys.signal.encode()) for queue in queues}) > 1
+
+
 def wait_for_any_signal(queues: Sequence[ScriptedQueue], timeout: float) -> int | None:
     """Block until one of the queues may have jobs (its index) or ``timeout`` passes.
 

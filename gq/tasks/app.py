@@ -20,6 +20,8 @@ from gq.tasks import enqueuer
 from gq.tasks.hooks import EnqueueRun, Hook, Hooks
 from gq.tasks.options import TaskOptions, split
 from gq.tasks.results import Result, off_loop
+from gq.tasks.sharding import Sharding, check_app_shards
+from gq.tasks.sharding import parts as parts_of
 from gq.tasks.task import Call, P, R, Signature, Task
 from gq.worker.call import Plan
 
@@ -37,7 +39,8 @@ CLOCK_REFRESH = 600.0
 class App:
     """An application's tasks. ``url`` or ``client`` reach Redis (a ``redis.Redis``, a
     cluster or Sentinel client; ``aclient``, a ``redis.asyncio`` one, for ``aenqueue``
-    when no ``url`` is given); ``queue`` is the tasks' default queue; the other keywords
+    when no ``url`` is given); ``queue`` is the tasks' default queue; ``shards`` makes
+    queues sharded (``{"emails": 8}``: gq/tasks/sharding.py); the other keywords
     are the defaults of the task options (``retries``, ``timeout``, ``backoff``...), which
     ``@app.task(...)`` and ``.using(...)`` override, and which fall back to the worker's
     flags when unset."""
@@ -50,6 +53,7 @@ class App:
         aclient: Any | None = None,
         queue: str = "default",
         max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
+        shards: Mapping[str, int] | None = None,
         **defaults: Any,
     ) -> None:
         self.url = url
@@ -61,6 +65,7 @@ class App:
         self.schedules: list[Periodic] = []
         self._client = client
         self._aclient = aclient
+        self.sharding = Sharding(check_app_shards(shards), self._sync_client)
         self._stores: dict[str, tuple[TaskQueue, ProducerCore]] = {}
         self._astores: dict[str, AsyncRedisQueue] = {}
         self._dispatcher: Dispatcher | None = None
@@ -214,6 +219,7 @@ class App:
         self._stores.clear()
         self._astores.clear()
         self._offset = None
+        self.sharding = Sharding(self.sharding.counts, self._sync_client)
 
     def connection(self) -> tuple[str | None, Any | None, Any | None]:
         """The ``url``, ``client`` and ``aclient`` the app reaches Redis with."""
@@ -229,6 +235,8 @@ class App:
 
     def _store(self, queue: str) -> tuple[TaskQueue, ProducerCore]:
         store = self._stores.get(queue)
+        if store is None and queue in self.sharding.counts:  # (a read not of a job's)
+            return self._store(self.sharding.home(queue))
         if store is None:
             store = self._stores[queue] = (
                 TaskQueue(self._sync_client(), queue),
@@ -272,11 +280,15 @@ class App:
         self, call: Call[Any, Any], calls: Iterable[Any], hooks: EnqueueRun | None
     ) -> list[Result[Any]]:
         clock = self.server_now if self.eager is None else time.time
-        batch = enqueuer.Batch(call, list(calls), clock, hooks)
+        mint = None if self.eager is not None else self.sharding.minter(call.queue)
+        batch = enqueuer.Batch(call, list(calls), clock, hooks, mint)
         if self.eager is not None:
             return self.eager(batch)
-        queue, core = self._store(call.queue)
-        return enqueuer.write(queue, core, batch)
+        plan = self.sharding.plan(call.queue)
+        if plan is None:
+            return enqueuer.write(*self._store(call.queue), batch)
+        parts = [(self._store(name)[0], where) for name, where in parts_of(batch, plan)]
+        return enqueuer.write_parts(parts, self._store(plan.queues[0])[1], batch)
 
     async def _aenqueue(self, call: Call[Any, Any], calls: Iterable[Any]) -> list[Result[Any]]:
         hooks = self.hooks.enqueueing(call.queue, call.task.name)
@@ -304,6 +316,9 @@ class App:
             from gq.aio import client_from_url
             from gq.store.aio import AsyncRedisQueue
 
+            if queue in self.sharding.counts:
+                raise ConfigurationError(f"aenqueue to sharded queue {queue!r} is not built "
+                                         "yet: use enqueue (off the event loop)")  # fmt: skip
             if self._aclient is None and self.url is None:
                 raise ConfigurationError(
                     "aenqueue needs gq.App(url=...) or aclient= (a redis.asyncio client)"
@@ -321,8 +336,9 @@ class App:
         trips, gq.store.locate), else of the app's default queue, whose ``get()`` then
         says gq knows nothing of it."""
         if queue is not None:
-            return Result(job_id, self.check_queue(queue), "", app=self)
-        return Result(job_id, self.locate(job_id) or self.queue, "", app=self)
+            return Result(job_id, self.sharding.physical(queue, job_id), "", app=self)
+        found = self.locate(job_id) or self.sharding.physical(self.queue, job_id)
+        return Result(job_id, found, "", app=self)
 
     async def aresult(self, job_id: str, queue: str | None = None) -> Result[Any]:
         """``result`` from asyncio code (its look for the id's queue runs off the loop)."""
@@ -342,12 +358,10 @@ class App:
 
     def locate(self, job_id: str) -> str | None:
         """The first of ``known_queues()`` that holds ``job_id`` or its outcome, else None."""
-        from gq.store.locate import locate
-
         queues = self.known_queues()
-        if len(queues) == 1:
+        if len(queues) == 1 and queues[0] not in self.sharding.counts:
             return queues[0]
-        return locate(self._store(self.queue)[0].client, job_id, queues)
+        return self.sharding.locate(self._store(self.queue)[0].client, job_id, queues)
 
     def gather_results(self, spec: Mapping[str, Any]) -> list[Any]:
         """A group callback's first argument: its members' results, in order."""

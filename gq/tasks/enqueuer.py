@@ -34,7 +34,7 @@ Calls = Sequence[tuple[Sequence[Any], dict[str, Any]]]
 class Batch:
     """The jobs of one enqueue call, built and checked, with how to store them."""
 
-    __slots__ = ("call", "jobs", "locks", "mode", "at", "groups")
+    __slots__ = ("call", "jobs", "locks", "mode", "at", "groups", "keys", "queues")
 
     def __init__(
         self,
@@ -42,12 +42,17 @@ class Batch:
         calls: Calls,
         now: Callable[[], float],
         hooks: EnqueueRun | None = None,
+        mint: Callable[[str], str] | None = None,
     ) -> None:
         self.call = call
         self.mode, self.at = _timing(call)
         self.jobs: list[Job] = []
         self.locks: list[str | None] = []
         self.groups: list[str] = []  # "" for none; empty when no job of the batch has one
+        #: A sharded queue's routing key of each job (its group or lock), or None (its
+        #: id); empty unless ``mint`` (gq/tasks/sharding.py) was given.
+        self.keys: list[str | None] = []
+        self.queues: list[str] | None = None  # each job's queue, when not the call's
         task = call.task
         options = call.options
         name, check, headers = task.name, task.binder.check, call.headers
@@ -67,10 +72,29 @@ class Batch:
                                              "supported yet")  # fmt: skip
                 opts = self._grouped(opts, group_of(options.group, args, kwargs, name))
             job_id = call.id or _new_id()  # (its enqueue time in it: gq.tasks.ids)
+            if mint is not None:
+                job_id = self._routed(job_id, lock, opts.get("group"), mint)
             stamped = headers if hooks is None else hooks.stamp(job_id, args, kwargs, headers)
             data = envelope.encode(name, args, kwargs, opts, stamped)
             self.jobs.append(Job(job_id, data))
             self.locks.append(lock)
+
+    def _routed(self, job_id: str, lock: str | None, group: str | None,
+                mint: Callable[[str], str]) -> str:  # fmt: skip
+        """A sharded queue's job: routed by its group or lock, its new id minted to agree."""
+        key = group or lock
+        self.keys.append(key)
+        return job_id if key is None or self.call.id is not None else mint(key)
+
+    def part(self, where: Sequence[int]) -> Batch:
+        """The jobs at positions ``where`` as a batch of their own (one shard's)."""
+        part = object.__new__(Batch)
+        part.call, part.mode, part.at, part.queues = self.call, self.mode, self.at, None
+        part.jobs = [self.jobs[i] for i in where]
+        part.locks = [self.locks[i] for i in where]
+        part.groups = [self.groups[i] for i in where] if self.groups else []
+        part.keys = []
+        return part
 
     def _grouped(self, opts: dict[str, Any], group: str | None) -> dict[str, Any]:
         """The opts of a job with ``group`` (noted for push_group)."""
@@ -87,14 +111,15 @@ class Batch:
 
     def results(self, replies: Sequence[bool | str]) -> list[Result[Any]]:
         """A Result per job: the new job, or the unfinished one holding its lock."""
-        queue, name = self.call.queue, self.call.task.name
+        name = self.call.task.name
         app, keeps = self.call.task.app, bool(self.call.options.result_ttl)
         refused = [job for job, reply in zip(self.jobs, replies) if reply is False]
         if refused:
             raise JobAlreadyExistsError(refused[0], refused)
+        queues = self.queues or [self.call.queue] * len(self.jobs)
         return [
             Result(job.id if reply is True else str(reply), queue, name, app=app, keeps=keeps)  # type: ignore[arg-type]
-            for job, reply in zip(self.jobs, replies)
+            for job, reply, queue in zip(self.jobs, replies, queues)
         ]
 
     def unique_entries(self, messages: list[bytes]) -> list[Any]:
@@ -126,16 +151,35 @@ def write(queue: TaskQueue, core: ProducerCore, batch: Batch) -> list[Result[Any
     """Store a built batch on ``queue``; its Results."""
     if not batch.jobs:
         return []
+    return batch.results(store(queue, core, batch))
+
+
+def write_parts(
+    parts: Sequence[tuple[TaskQueue, Sequence[int]]], core: ProducerCore, batch: Batch
+) -> list[Result[Any]]:
+    """Store a built batch over several queues (a sharded queue's: ``parts`` names each
+    with the positions of its jobs); its Results, in the batch's order."""
+    replies: list[bool | str] = [False] * len(batch.jobs)
+    batch.queues = [batch.call.queue] * len(batch.jobs)
+    for queue, where in parts:
+        for position, reply in zip(where, store(queue, core, batch.part(where))):
+            replies[position] = reply
+            batch.queues[position] = queue.keys.name
+    return batch.results(replies)
+
+
+def store(queue: TaskQueue, core: ProducerCore, batch: Batch) -> list[bool | str]:
+    """Store a built batch on ``queue``: each job's reply (True, False, or a lock's id)."""
     messages = batch.messages(core)
     if batch.groups:
-        return batch.results(push_group(queue, batch.mode, batch.group_entries(messages)))
+        return list(push_group(queue, batch.mode, batch.group_entries(messages)))
     if batch.locks[0] is not None:
-        return batch.results(queue.push_unique(batch.unique_entries(messages), batch.mode))
+        return queue.push_unique(batch.unique_entries(messages), batch.mode)
     ids = [job.id for job in batch.jobs]
     if batch.mode == "now":
-        return batch.results(queue.push(list(zip(ids, messages))))
+        return list(queue.push(list(zip(ids, messages))))
     entries = [(id_, message, batch.at) for id_, message in zip(ids, messages)]
-    return batch.results(queue.schedule(entries, relative=batch.mode == "after"))
+    return list(queue.schedule(entries, relative=batch.mode == "after"))
 
 
 async def awrite(queue: AsyncRedisQueue, core: ProducerCore, batch: Batch) -> list[Result[Any]]:

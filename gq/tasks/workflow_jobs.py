@@ -45,6 +45,14 @@ def app_of(sig: Signature[Any]) -> Any:
     return sig.task.app
 
 
+def placed(sig: Signature[Any], job_id: str) -> str:
+    """The queue workflow job ``job_id`` of ``sig`` is written to: on a sharded queue, the
+    shard of its workflow (its id is ``<workflow>.<i>``), so that the ack that writes its
+    successor stays in one slot (gq/tasks/sharding.py)."""
+    physical: str = app_of(sig).sharding.physical(sig.task.queue, job_id)
+    return physical
+
+
 class Hooks:
     """The app's ``on_enqueue`` hooks for every job a workflow writes, its later steps'
     included: run at the workflow's enqueue, their headers stored with each step."""
@@ -67,8 +75,8 @@ class Hooks:
 
 def push(sig: Signature[Any], jobs: list[tuple[str, bytes, str | None]]) -> None:
     """Store and queue (id, envelope, group) jobs on ``sig``'s queue, in batches: the
-    grouped ones in their group's line."""
-    queue, core = app_of(sig)._store(sig.task.queue)
+    grouped ones in their group's line (all of one workflow: one shard of a sharded queue)."""
+    queue, core = app_of(sig)._store(placed(sig, jobs[0][0]))
     now = time.time()
     messages = [(job_id, core._encode(Job(job_id, data), now)) for job_id, data, _ in jobs]
     if any(group for _, _, group in jobs):

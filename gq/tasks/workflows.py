@@ -51,6 +51,7 @@ from gq.tasks.workflow_jobs import (
     group_of_step,
     hooked,
     opts_of,
+    placed,
     push,
     relative_expiry,
 )
@@ -123,7 +124,7 @@ class Chain:
         for index in reversed(range(len(self.steps))):
             sig = self.steps[index]
             group = group_of_step(sig, index > 0)
-            spec = {"kind": "step", "queue": sig.task.queue, "id": ids[index],
+            spec = {"kind": "step", "queue": placed(sig, ids[index]), "id": ids[index],
                     "task": sig.task.name, "args": list(sig.args), "kwargs": dict(sig.kwargs),
                     "opts": opts_of(sig, keep, [spec] if spec else None, group),
                     "group": group,
@@ -137,7 +138,7 @@ class Chain:
         push(first, [(ids[0], data, spec["opts"].get("group"))])
 
     def _steps(self, ids: list[str]) -> list[Step]:
-        return [(s.task.queue, i, s.task.name) for s, i in zip(self.steps, ids)]
+        return [(placed(s, i), i, s.task.name) for s, i in zip(self.steps, ids)]
 
 
 class Group:
@@ -160,11 +161,11 @@ class Group:
         keep = float(result_ttl or DEFAULT_KEEP)
         gid = new_id()
         ids = [f"{gid}.{i}" for i in range(len(self.members))]
-        home = (self.callback or self.members[0]).task.queue
+        home = placed(self.callback or self.members[0], gid)
         app = app_of(self.members[0])
-        steps = [(s.task.queue, i, s.task.name) for s, i in zip(self.members, ids)]
+        steps = [(placed(s, i), i, s.task.name) for s, i in zip(self.members, ids)]
         cb = self.callback
-        cb_step = None if cb is None else (cb.task.queue, f"{gid}.then", cb.task.name)
+        cb_step = None if cb is None else (placed(cb, gid), f"{gid}.then", cb.task.name)
         if app.eager is not None:
             return GroupResult(gid, home, app, steps, cb_step, _eager_group(self.members, cb))
         hooked(app, lambda hooks: self._write(gid, ids, keep, home, hooks))
@@ -207,7 +208,6 @@ class Group:
 
 
 # -- handles --------------------------------------------------------------------------
-
 
 _NOTHING: Any = object()
 
@@ -386,7 +386,7 @@ class GroupResult(_Handle):
 
 def rebuilt(app: Any, workflow_id: str) -> ChainResult | GroupResult:
     """The handle of the chain or group ``workflow_id`` (``app.workflow``)."""
-    queues = app.known_queues()
+    queues = [app.sharding.physical(queue, workflow_id) for queue in app.known_queues()]
     shape = recall(app._store(queues[0])[0], queues, workflow_id)
     if shape is None:
         raise ResultUnavailable(f"workflow {workflow_id}: gq knows no chain or group of that "

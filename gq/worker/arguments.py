@@ -4,12 +4,13 @@ the retry policy of each of its loops (SPEC section 2)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Union
 
 from gq.errors import ConfigurationError
 from gq.options import ConsumerOptions
 from gq.store.config import check_queue_name, resolve_client
+from gq.store.shards import check_shards, layout
 
 Queues = Union[str, Sequence[str], Mapping[str, int]]
 
@@ -83,6 +84,32 @@ def queue_weights(queue: Queues) -> dict[str, int]:
         if isinstance(weight, bool) or not isinstance(weight, int) or weight < 1:
             raise ConfigurationError(f"the weight of queue {name!r} must be an int >= 1")
     return weights
+
+
+def expand_shards(
+    weights: dict[str, int], shards: Mapping[str, int] | None
+) -> tuple[dict[str, int], dict[str, str]]:
+    """The physical queues to serve, with their weights (a sharded queue's shards each
+    take its weight, in place of its name), and each shard's sharded queue."""
+    counts = {name: check_shards(name, n) for name, n in (shards or {}).items()}
+    served: dict[str, int] = {}
+    families: dict[str, str] = {}
+    for name, weight in weights.items():
+        if name not in counts:
+            served[name] = weight
+            continue
+        for shard in layout(name, counts[name]).queues:
+            served[shard], families[shard] = weight, name
+    return served, families
+
+
+def periodic_on_shards(entries: Iterable[Any], families: Mapping[str, str]) -> list[Any]:
+    """Periodic entries (gq.Periodic) of a sharded queue kept and enqueued on its first
+    shard: one cursor, so each occurrence is enqueued once (its id routes elsewhere:
+    found by asking every shard)."""
+    firsts = {name: shard for shard, name in reversed(list(families.items()))}
+    return [dataclasses.replace(entry, queue=firsts[entry.queue])
+            if entry.queue in firsts else entry for entry in entries]  # fmt: skip
 
 
 def _named_weights(given: Sequence[str] | Mapping[str, int]) -> dict[str, int]:

@@ -31,6 +31,8 @@ from gq.worker.arguments import (
     Queues,
     consumer_client,
     consumer_options,
+    expand_shards,
+    periodic_on_shards,
     queue_weights,
     require_monkey_patching,
 )
@@ -58,7 +60,8 @@ class Consumer:
     (``["critical", "default"]``), or several with weights (``{"critical": 6,
     "default": 3}``: each fetch draws a queue by weight). ``options`` (a
     ``gq.ConsumerOptions``) and the keyword options (SPEC section 2) may be combined:
-    the keywords win."""
+    the keywords win. ``shards`` names sharded queues and their counts (``{"emails": 8}``):
+    the consumer serves every shard of each, drawn evenly in its turn."""
 
     def __init__(
         self,
@@ -69,12 +72,13 @@ class Consumer:
         periodic: Any = (),
         options: ConsumerOptions | None = None,
         name: str | Name | None = None,
+        shards: Mapping[str, int] | None = None,
         **overrides: Any,
     ) -> None:
-        weights = queue_weights(queue)
+        weights, self.families = expand_shards(queue_weights(queue), shards)
         self.queues = list(weights)
         self.queue = self.queues[0]
-        self._weights = weights if isinstance(queue, Mapping) else None
+        self._weights = weights if isinstance(queue, Mapping) or self.families else None
         self.opts = consumer_options(options, overrides)
         self.id = str(uuid.uuid4())
         # Who it is across restarts (gq/worker/identity.py); None: nobody in particular.
@@ -85,7 +89,8 @@ class Consumer:
         self._queue = self._queues[self.queue]
         self.inflight_key = self._queue.keys.inflight(self.id)
         self.context = f"queue={','.join(self.queues)} consumer={self.id}"
-        entries = check_schedule(periodic)  # a list of gq.Periodic (gq/periodic.py)
+        # A list of gq.Periodic (gq/periodic.py); a sharded queue's on its first shard.
+        entries = periodic_on_shards(check_schedule(periodic), self.families)
         self._periodic = PeriodicRunner(self._queues, entries, self.context) if entries else None
         self._parts()
         self._between_runs()
@@ -231,6 +236,7 @@ class Consumer:
         self._liveness.stop_thread_heartbeat()
         self._liveness.reporter = None
         self._maintenance.listener.close()
+        run.poller.close()
         # Whatever is still alive here is abandoned: no more Redis calls. Jobs of
         # killed handlers stay in flight for another consumer's custodian.
         gevent.killall([*greenlets.values(), *run.processor.abandon()], timeout=5)
@@ -238,7 +244,8 @@ class Consumer:
     def _build(self, handler: Handler) -> Run:
         asyncio_loop.install()  # before a sync handler calls asyncio.run()
         weights = self._weights or {}
-        sources = [Source(queue, weights.get(name, 1)) for name, queue in self._queues.items()]
+        sources = [Source(queue, weights.get(name, 1), family=self.families.get(name))
+                   for name, queue in self._queues.items()]  # fmt: skip
         run = Run(self._queues, sources, self.id, self.opts, self.recorders, handler,
                   self._abort, self.context)  # fmt: skip
         self._processor, self._poller = run.processor, run.poller

@@ -40,11 +40,12 @@ from gq.store.jobs import (
     RedisQueue,
     not_registered,
 )
-from gq.store.signals import signalled, wait_for_any_signal
+from gq.store.signals import signalled, spans_slots, wait_for_any_signal
 from gq.worker.acker import Acker
 from gq.worker.endings import Endings
 from gq.worker.ledger import Ledger
 from gq.worker.processor import Processor
+from gq.worker.watchers import Watchers
 
 log = logging.getLogger("gq.poller")
 
@@ -70,6 +71,7 @@ class Source:
     fetch_unsure: bool = False  # a fetch failed: its reply (and jobs) may be lost
     not_before: float = 0.0  # monotonic time before which a rate limit holds it back
     full: bool = False  # the last fetch found its concurrency limit reached
+    family: str | None = None  # the sharded queue it is a shard of
 
     @property
     def name(self) -> str:
@@ -157,6 +159,10 @@ class Poller:
         self.prefetch = Prefetch(opts, processor, ledger)
         self.waiting = False  # in a wait that a stop may interrupt (no Redis write)
         self._isolate = False  # a suspect runs, or waits for the consumer to be idle
+        # Queues in several Cluster slots: a watcher greenlet blocked on each one's signal.
+        queues = [source.queue for source in self._sources]
+        duration = opts.poller_poll_duration
+        self._watchers = Watchers(queues, duration, context) if spans_slots(queues) else None
 
     def step(self) -> bool:
         """One fetch (or one wait that timed out). Always "go again" for the runner."""
@@ -190,7 +196,7 @@ class Poller:
             return self._choose_only(self._sources[0], wait)
         candidates = self._candidates(open_)
         if not candidates:
-            woken = wait_for_any_signal([source.queue for source in open_], wait)
+            woken = self._wait_any(open_, wait)
             if woken is None:
                 return None
             candidates = [open_[woken]]
@@ -201,11 +207,29 @@ class Poller:
             return only if self._wait_at_limit(only, wait) else None
         return only if only.more_ready or only.queue.wait_for_signal(wait) else None
 
+    def _wait_any(self, open_: list[Source], wait: float) -> int | None:
+        """Wait for a signal of the ``open_`` queues: the index of one that has it."""
+        if self._watchers is None:
+            return wait_for_any_signal([source.queue for source in open_], wait)
+        indexes = [self._sources.index(source) for source in open_]
+        woken = self._watchers.wait(indexes, wait)
+        return None if woken is None else indexes.index(woken)
+
+    def close(self) -> None:
+        """Stop the signal watchers, if any (at the consumer's end)."""
+        if self._watchers is not None:
+            self._watchers.close()
+
     def _draw(self, candidates: list[Source]) -> Source:
-        """The first (strict priority), or one drawn by weight."""
-        if not self._weighted:
-            return candidates[0]
-        return random.choices(candidates, [s.weight for s in candidates])[0]
+        """The first (strict priority), or one drawn by weight; a sharded queue's turn
+        goes to one of its candidate shards drawn evenly."""
+        chosen = candidates[0]
+        if self._weighted:
+            heads = list({s.family or s.name: s for s in reversed(candidates)}.values())
+            chosen = random.choices(heads, [s.weight for s in heads])[0]
+        if chosen.family is None:
+            return chosen
+        return random.choice([s for s in candidates if s.family == chosen.family])
 
     def _frees_room(self) -> bool:
         """Whether a job runs, waits or is being acknowledged here: its end will make room

@@ -1,0 +1,215 @@
+"""``gq.Queue("emails", shards=8)``: an operator's handle on a sharded queue (docs/
+deployment.md, "One queue over many masters"), one ``gq.Queue`` per shard behind it.
+
+Counts are summed over the shards, consumers counted once (a worker registers on every
+shard), dead and scheduled listings merged by time; ``shards`` holds the handle of each
+shard for what is shown or done per shard. Pause and resume reach every shard (one
+write each: while they spread, ``paused_shards`` says how many hold). Group limits are
+set on every shard (a group lives on one shard: its limit holds exactly). A queue-wide
+rate or concurrency limit is not built over shards: ``set_limits`` refuses, and sets a
+shard's own through ``shards[i]``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from gq.errors import ConfigurationError
+from gq.options import DEFAULT_CONSUMER_TIMEOUT
+from gq.queue import UNCHANGED, Queue, Rate
+from gq.store.admin import Entry
+from gq.store.config import resolve_client
+from gq.store.shards import check_shards, layout
+from gq.tasks import groups
+
+#: Counts of ``stats`` that are summed over the shards.
+SUMMED = ("ready", "scheduled", "due", "dead", "grouped", "in_flight", "held")
+_RANK = {"alive": 0, "silent": 1, "dead": 2}
+
+
+class ShardedQueue(Queue):
+    """Sharded queue ``name`` over ``shards`` shards (``gq.Queue(name, shards=N)``)."""
+
+    def __init__(self, name: str, url: str | None = None, *, client: Any = None,
+                 shards: int | None = None) -> None:  # fmt: skip
+        count = check_shards(name, shards)
+        redis_client = resolve_client(url, client)
+        self.name = name
+        self.layout = layout(name, count)
+        #: Each shard's own handle, in order.
+        self.shards = [Queue(shard, client=redis_client) for shard in self.layout.queues]
+        #: What the CLI reads beyond this class's operations, merged over the shards.
+        self.store: Any = ShardedAdmin(self)
+
+    def __repr__(self) -> str:
+        return f"gq.Queue({self.name!r}, shards={len(self.shards)})"
+
+    def pause(self) -> None:
+        """Every shard's consumers fetch nothing from now on (one write per shard)."""
+        for shard in self.shards:
+            shard.pause()
+
+    def resume(self) -> None:
+        for shard in self.shards:
+            shard.resume()
+
+    @property
+    def paused(self) -> bool:
+        """Whether every shard is paused (``paused_shards()`` says how many are)."""
+        return self.paused_shards() == len(self.shards)
+
+    def paused_shards(self) -> int:
+        return sum(1 for shard in self.shards if shard.paused)
+
+    def set_limits(self, rate: Rate | None = UNCHANGED,
+                   concurrency: int | None = UNCHANGED) -> None:  # fmt: skip
+        raise ConfigurationError(
+            f"a queue-wide limit over the {len(self.shards)} shards of {self.name!r} is not "
+            "built yet: set each shard's own (queue.shards[i].set_limits, or gq limit "
+            "--queue '<shard>'), which holds per shard"
+        )
+
+    def limits(self) -> dict[str, Rate | int | None]:
+        """The first shard's limits (each shard has its own: ``shards[i].limits()``)."""
+        return self.shards[0].limits()
+
+    def set_group_limits(self, concurrency: int | None = UNCHANGED, rate: Rate | None = UNCHANGED,
+                         group: str | None = None) -> None:  # fmt: skip
+        """Set on every shard: a group lives on one shard, so its limit holds exactly."""
+        for shard in self.shards:
+            shard.set_group_limits(concurrency, rate, group)
+
+    def group_limits(self, group: str | None = None) -> dict[str, Rate | int | None]:
+        return self.shards[0].group_limits(group)
+
+    def groups(self, count: int = groups.BUSIEST) -> dict[str, Any]:
+        return merged_groups([shard.groups(count) for shard in self.shards], count)
+
+    def cancel(self, *ids: str) -> int:
+        """Cancel jobs by id on the shard their id routes to, then on the others for the
+        ids not found there (a grouped or unique job given its own id)."""
+        found = 0
+        left = list(ids)
+        for shard in self.shards_for(left):
+            outcomes = shard.store.cancel(left)
+            found += sum(1 for outcome in outcomes if outcome)
+            left = [job_id for job_id, outcome in zip(left, outcomes) if not outcome]
+        return found
+
+    def shards_for(self, ids: list[str]) -> list[Queue]:
+        """The shards to ask for ``ids``: the first id's own first, then the others."""
+        if not ids:
+            return []
+        first = self.layout.for_id(ids[0])
+        return sorted(self.shards, key=lambda shard: shard.name != first)
+
+    def stats(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> dict[str, Any]:
+        """``Queue.stats`` over every shard: counts summed, consumers counted once, the
+        oldest ready job of any shard; ``per_shard`` holds each shard's own report."""
+        reports = [shard.stats(consumer_timeout) for shard in self.shards]
+        return merged_stats(self.name, reports, self.consumers(consumer_timeout))
+
+    def consumers(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> list[dict[str, Any]]:
+        """Every consumer of any shard, once, with its jobs in flight over all shards."""
+        return merged_consumers([shard.consumers(consumer_timeout) for shard in self.shards])
+
+    def recover_consumer(self, consumer_id: str, *, force: bool = False) -> int:
+        registered = [s for s in self.shards if any(e["id"] == consumer_id for e in s.consumers())]
+        if not registered:
+            raise ConfigurationError(f"no consumer {consumer_id!r} is registered on {self.name}")
+        return sum(s.recover_consumer(consumer_id, force=force) for s in registered)
+
+
+def merged_stats(name: str, reports: list[dict[str, Any]],
+                 consumers: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    """One report of a sharded queue from its shards' ``reports``."""
+    oldest = max(reports, key=lambda r: -1.0 if r["oldest_ready_age"] is None
+                 else r["oldest_ready_age"])  # fmt: skip
+    states = [entry["state"] for entry in consumers]
+    paused = sum(1 for report in reports if report["paused"])
+    return {
+        **reports[0],
+        "queue": name,
+        **{field: sum(report[field] for report in reports) for field in SUMMED},
+        "consumers_alive": len(states) - states.count("dead"),
+        "consumers_silent": states.count("silent"),
+        "consumers_dead": states.count("dead"),
+        "next_ready": oldest["next_ready"],
+        "oldest_ready_age": oldest["oldest_ready_age"],
+        "paused": paused == len(reports),
+        "paused_shards": paused,
+        "held_back_seconds": max(report["held_back_seconds"] for report in reports),
+        "groups": merged_groups([report["groups"] for report in reports], groups.BUSIEST),
+        "shards": len(reports),
+        "per_shard": reports,
+    }
+
+
+def merged_consumers(per_shard: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each consumer once: its best state over the shards, its jobs in flight summed."""
+    merged: dict[str, dict[str, Any]] = {}
+    for entries in per_shard:
+        for entry in entries:
+            seen = merged.get(entry["id"])
+            if seen is None:
+                merged[entry["id"]] = dict(entry)
+                continue
+            seen["in_flight"] += entry["in_flight"]
+            if _RANK[entry["state"]] < _RANK[seen["state"]]:
+                merged[entry["id"]] = {**entry, "in_flight": seen["in_flight"]}
+    return sorted(merged.values(), key=lambda entry: entry["heartbeat_at"])
+
+
+def merged_groups(reports: list[dict[str, Any]], count: int) -> dict[str, Any]:
+    """The groups of the shards' reports: groups waiting summed, the busiest of all."""
+    rows = [row for report in reports for row in report["busiest"]]
+    return {
+        "waiting_groups": sum(report["waiting_groups"] for report in reports),
+        "limits": reports[0]["limits"],
+        "busiest": heapq.nlargest(count, rows, key=lambda row: row["waiting"]),
+    }
+
+
+class ShardedAdmin:
+    """The reads ``gq dead list``, ``gq scheduled list`` and ``gq stats`` make of
+    ``queue.store``, over every shard: listings merged by time, counts summed."""
+
+    def __init__(self, queue: ShardedQueue) -> None:
+        self._queue = queue
+        self._admins = [shard.store for shard in queue.shards]
+        self.client = self._admins[0].client
+        self.keys = _Named(queue.name)
+
+    def ping(self) -> None:
+        for admin in self._admins:
+            admin.ping()
+
+    def server_time(self) -> float:
+        return self._admins[0].server_time()
+
+    def counts(self) -> dict[str, int]:
+        every = [admin.counts() for admin in self._admins]
+        return {state: sum(counts[state] for counts in every) for state in every[0]}
+
+    def dead_jobs(self, limit: int, *, newest_first: bool = True) -> list[Entry]:
+        """Up to ``limit`` dead jobs of all shards, newest first (or oldest)."""
+        lists = [admin.dead_jobs(limit, newest_first=newest_first) for admin in self._admins]
+        return _merged(lists, limit, newest_first)
+
+    def scheduled_jobs(self, limit: int) -> list[Entry]:
+        """Up to ``limit`` scheduled jobs of all shards, soonest first."""
+        return _merged([admin.scheduled_jobs(limit) for admin in self._admins], limit, False)
+
+
+class _Named:
+    """``keys.name`` of a sharded queue: its logical name (it has no keys of its own)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _merged(lists: list[list[Entry]], limit: int, newest_first: bool) -> list[Entry]:
+    """Sorted lists of (id, time, message) merged by time, the first ``limit``."""
+    key = (lambda entry: -entry[1]) if newest_first else (lambda entry: entry[1])
+    return list(heapq.merge(*lists, key=key))[:limit]
