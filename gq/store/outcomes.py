@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from redis.cluster import ClusterPipeline
+
 from gq.errors import ResultUnavailable
 from gq.job import ID_ERRORS, MessageDecodeError, decode
 from gq.store.base import MAX_BATCH, ScriptedQueue, as_text, chunks
@@ -155,10 +157,15 @@ class State:
 
 def _look_for(pipe: Any, queue: QueueKeys, ids: Sequence[str]) -> None:
     """Queue the first reads of the records of ``ids`` on ``pipe`` (three replies for
-    ``_records``): the server's time, the slots, the keys of an earlier gq."""
-    pipe.time()
+    ``_records``): the server's time (a cluster's pipeline refuses TIME: ``_records`` then
+    asks the queue's master in a call of its own), the slots, the keys of an earlier gq."""
+    if isinstance(pipe, ClusterPipeline):
+        pipe.zcard(queue.result_slots)  # (a placeholder reply in the time's place)
+    else:
+        pipe.time()
     pipe.zrange(queue.result_slots, 0, -1, withscores=True)
-    pipe.mget([queue.result(job_id) for job_id in ids])
+    # One slot's keys: MGET by name, which a cluster's pipeline refuses as a method.
+    pipe.execute_command("MGET", *[queue.result(job_id) for job_id in ids])
 
 
 def _records(
@@ -167,8 +174,8 @@ def _records(
     """The kept record of each of ``ids`` (None: none, or its TTL is over), from the
     replies of ``_look_for`` and one more round trip to the live slots. An id kept twice
     (run again from dead, say) gives its latest."""
-    (seconds, micros), slots, earlier = replies
-    now = seconds + micros / 1e6
+    clock, slots, earlier = replies
+    now = queue.server_time() if queue.cluster else clock[0] + clock[1] / 1e6
     found = [None if stored is None else Record.read(stored) for stored in earlier]
     live = [(key, int(as_text(key).rsplit(":", 2)[1]) / 1000)
             for key, expires in slots if expires > now * 1000]  # fmt: skip
