@@ -175,7 +175,7 @@ def test_an_idle_consumer_picks_up_a_job_on_any_shard(client: Any, name: str) ->
         for index, shard in enumerate(plan.queues):
             job_id = next(f"idle-{i}" for i in range(10_000) if plan.for_id(f"idle-{i}") == shard)
             producer.perform(gq.Job(id=job_id, data=b""))
-            wait_until(lambda: len(seen) == index + 1, 5, 0.001, f"the job on {shard}")
+            wait_until(lambda n=index + 1: len(seen) == n, 5, 0.001, f"the job on {shard}")
     finally:
         stop(consumer, greenlet)
     assert seen == list(plan.queues)
