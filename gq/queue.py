@@ -13,6 +13,7 @@ without a restart. curlyq consumers on the same queue do not know them.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from gq import job as jobs
@@ -50,9 +51,9 @@ class Queue:
                 shards: int | None = None) -> Queue:  # fmt: skip
         if shards is None or cls is not Queue:
             return super().__new__(cls)
-        from gq.sharded import ShardedQueue
-
-        return super().__new__(ShardedQueue)
+        # gq.sharded subclasses Queue: loaded by name when a sharded handle is asked for.
+        sharded: type[Queue] = importlib.import_module("gq.sharded").ShardedQueue
+        return super().__new__(sharded)
 
     def __init__(self, name: str, url: str | None = None, *, client: Any = None,
                  shards: int | None = None) -> None:  # fmt: skip

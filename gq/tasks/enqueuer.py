@@ -46,13 +46,8 @@ class Batch:
     ) -> None:
         self.call = call
         self.mode, self.at = _timing(call)
-        self.jobs: list[Job] = []
-        self.locks: list[str | None] = []
+        self.jobs, self.locks, self.keys, self.queues = self._fresh()
         self.groups: list[str] = []  # "" for none; empty when no job of the batch has one
-        #: A sharded queue's routing key of each job (its group or lock), or None (its
-        #: id); empty unless ``mint`` (gq/tasks/sharding.py) was given.
-        self.keys: list[str | None] = []
-        self.queues: list[str] | None = None  # each job's queue, when not the call's
         task = call.task
         options = call.options
         name, check, headers = task.name, task.binder.check, call.headers
@@ -71,20 +66,28 @@ class Batch:
                     raise ConfigurationError(f"task {name}: group with unique_for is not "
                                              "supported yet")  # fmt: skip
                 opts = self._grouped(opts, group_of(options.group, args, kwargs, name))
-            job_id = call.id or _new_id()  # (its enqueue time in it: gq.tasks.ids)
-            if mint is not None:
-                job_id = self._routed(job_id, lock, opts.get("group"), mint)
+            job_id = (call.id or _new_id()) if mint is None else self._routed(lock, opts, mint)
             stamped = headers if hooks is None else hooks.stamp(job_id, args, kwargs, headers)
             data = envelope.encode(name, args, kwargs, opts, stamped)
             self.jobs.append(Job(job_id, data))
             self.locks.append(lock)
 
-    def _routed(self, job_id: str, lock: str | None, group: str | None,
+    @staticmethod
+    def _fresh() -> tuple[list[Job], list[str | None], list[str | None], list[str] | None]:
+        """Empty: the jobs (ids with their enqueue time in them: gq.tasks.ids), their
+        locks, and for a sharded queue (gq/tasks/sharding.py) each job's routing key (its
+        group or lock; None: its id; filled only when ids are minted) and each job's
+        queue (once written over several)."""
+        return [], [], [], None
+
+    def _routed(self, lock: str | None, opts: dict[str, Any],
                 mint: Callable[[str], str]) -> str:  # fmt: skip
-        """A sharded queue's job: routed by its group or lock, its new id minted to agree."""
-        key = group or lock
+        """A sharded queue's job id: routed by its group or lock, a new id minted to agree."""
+        key = opts.get("group") or lock
         self.keys.append(key)
-        return job_id if key is None or self.call.id is not None else mint(key)
+        if self.call.id is not None:
+            return self.call.id
+        return _new_id() if key is None else mint(key)
 
     def part(self, where: Sequence[int]) -> Batch:
         """The jobs at positions ``where`` as a batch of their own (one shard's)."""
