@@ -20,6 +20,7 @@ from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.queue import UNCHANGED, Queue, Rate
 from gq.store.admin import Entry
 from gq.store.config import resolve_client
+from gq.store.locate import locate
 from gq.store.shards import check_shards, layout
 from gq.tasks import groups
 
@@ -96,6 +97,13 @@ class ShardedQueue(Queue):
             found += sum(1 for outcome in outcomes if outcome)
             left = [job_id for job_id, outcome in zip(left, outcomes) if not outcome]
         return found
+
+    def shard_of(self, job_id: str) -> Queue:
+        """The shard that holds ``job_id`` (or its outcome): its id's shard, else the one
+        that knows it (two round trips over all: gq.store.locate), else its id's."""
+        order = [shard.name for shard in self.shards_for([job_id])]
+        found = locate(self.shards[0].client, job_id, order) or order[0]
+        return next(shard for shard in self.shards if shard.name == found)
 
     def shards_for(self, ids: list[str]) -> list[Queue]:
         """The shards to ask for ``ids``: the first id's own first, then the others."""

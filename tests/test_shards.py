@@ -219,8 +219,10 @@ def _done(client: Any, key: str) -> list[str]:
 
 def test_gq_stats_sums_the_shards_and_pause_reaches_each(cluster: Cluster, client: Any,
                                                          name: str) -> None:  # fmt: skip
-    gq.Producer(name, client=client, shards=3).perform_many([b"x"] * 30)
+    ids = gq.Producer(name, client=client, shards=3).perform_many([b"x"] * 30)
     env = env_for(cluster.url, None)
+    job = run(ADMIN, "job", ids[7], "--queue", name, env=env)
+    assert job.returncode == 0 and "ready" in job.stdout, job.stdout + job.stderr
     stats = run(ADMIN, "stats", "--queue", name, "--shards", env=env)
     assert stats.returncode == 0, stats.stderr
     assert "ready      30" in stats.stdout and "shards     3" in stats.stdout, stats.stdout

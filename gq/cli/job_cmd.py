@@ -12,6 +12,7 @@ from gq.cli import EXIT_FATAL, EXIT_OK
 from gq.cli.common import Parser, subcommand
 from gq.display import json_safe, local_time
 from gq.queue import Queue
+from gq.sharded import ShardedQueue
 from gq.tasks.jobview import job_view
 
 _TIMES = ("ready_at", "due", "since", "finished", "enqueued_at", "started_at", "last_started_at",
@@ -26,7 +27,8 @@ def add_parser(commands: Any, conn: Parser) -> None:
 
 
 def show(args: argparse.Namespace, queue: Queue) -> int:
-    view = job_view(queue.store, args.id)
+    shard = queue.shard_of(args.id) if isinstance(queue, ShardedQueue) else queue
+    view = job_view(shard.store, args.id)
     if args.json:
         sys.stdout.write(json.dumps(json_safe(view), ensure_ascii=False, default=_plain) + "\n")
     else:
