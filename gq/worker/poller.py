@@ -211,9 +211,9 @@ class Poller:
         """Wait for a signal of the ``open_`` queues: the index of one that has it."""
         if self._watchers is None:
             return wait_for_any_signal([source.queue for source in open_], wait)
-        indexes = [self._sources.index(source) for source in open_]
-        woken = self._watchers.wait(indexes, wait)
-        return None if woken is None else indexes.index(woken)
+        names = [source.name for source in open_]
+        woken = self._watchers.wait(names, wait)
+        return None if woken is None else names.index(woken)
 
     def close(self) -> None:
         """Stop the signal watchers, if any (at the consumer's end)."""
@@ -253,6 +253,9 @@ class Poller:
                 return True
 
     def _candidates(self, sources: list[Source]) -> list[Source]:
+        watchers = self._watchers
+        if watchers is not None:  # what each queue's watcher saw, with no round trip
+            return [s for s in sources if s.more_ready or watchers.seen(s.name)]
         # One round trip reads every queue's signal; a full batch left its signal there.
         flags = signalled([source.queue for source in sources])
         return [s for s, flag in zip(sources, flags) if flag or s.more_ready]
@@ -262,6 +265,8 @@ class Poller:
         # Only the poller adds to the buffer, so its room can only grow until the put.
         count = min(self.prefetch.room(), MAX_BATCH)
         source.more_ready = False
+        if self._watchers is not None:
+            self._watchers.take(source.name)
         source.fetch_unsure = True  # until its jobs are buffered or discarded
         carried = acker.carry(source.name)  # (those with an outcome first)
         try:
@@ -273,6 +278,8 @@ class Poller:
         self.prefetch.measured()
         self._isolate = fetched.suspect
         _learn(source, fetched, count)
+        if self._watchers is not None and not source.more_ready:
+            self._watchers.arm(source.name)  # its signal was cleared: watch for the next
         self._hand_over(fetched, source.name)
         source.fetch_unsure = False
 

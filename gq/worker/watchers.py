@@ -4,10 +4,13 @@ protocol, per queue).
 
 One BLPOP cannot span slots, and a short wait on each queue in turn sees a job up to a
 poll duration late. A watcher costs a greenlet and a connection to its queue's master
-while it waits, and nothing while the poller fetches: once its signal is seen it stops
-until the poller waits again. The signal stays in its list (BLMOVE of the list onto
-itself) until a fetch finds fewer jobs than it asked for, so a wake is never lost: a
-signal raised while the poller fetched is still there when it next waits.
+while it waits, and nothing while its queue has jobs: it is armed when a fetch found the
+queue empty (the fetch cleared the signal) and stops once it saw the signal raised again,
+until the poller fetched from that queue. The poller thus learns which queues may have
+jobs without reading their signals on every fetch (a round trip to every master). The
+signal stays in its list (BLMOVE of the list onto itself) until a fetch finds fewer jobs
+than it asked for, so a wake is never lost: a signal raised before the watcher is armed
+is still there when it looks.
 """
 
 from __future__ import annotations
@@ -31,43 +34,59 @@ ERROR_PAUSE = 0.5
 
 class Watchers:
     """One watcher greenlet per queue of ``queues``, each waiting at most ``duration``
-    seconds in one blocking call; ``wait(indexes, timeout)`` for the poller."""
+    seconds in one blocking call. The poller ``arm``s a queue's watcher once a fetch
+    found it empty (its signal cleared), asks whether a queue was ``seen`` signalled
+    since, ``take``s that news when it fetches from it, and ``wait``s for any."""
 
     def __init__(self, queues: Sequence[ScriptedQueue], duration: float, context: str) -> None:
-        self._queues = list(queues)
+        self._queues = {queue.keys.name: queue for queue in queues}
         self._duration = duration
         self._context = context
-        self._armed = [Event() for _ in self._queues]
-        self._woken: set[int] = set()
+        self._armed = {name: Event() for name in self._queues}
+        self._seen: set[str] = set()
         self._any = Event()
         self._greenlets: list[gevent.Greenlet] = []
 
-    def wait(self, indexes: Sequence[int], timeout: float) -> int | None:
-        """Block until one of the queues at ``indexes`` may have jobs (its index) or
-        ``timeout`` passes (None)."""
+    def arm(self, name: str) -> None:
+        """Watch queue ``name``'s signal (until it is seen raised)."""
         if not self._greenlets:
             self._start()
+        self._armed[name].set()
+
+    def seen(self, name: str) -> bool:
+        """Whether queue ``name``'s signal was seen raised since it was last taken."""
+        return name in self._seen
+
+    def take(self, name: str) -> None:
+        """The poller fetches from queue ``name``: what its watcher saw is used."""
+        self._seen.discard(name)
+
+    def wait(self, names: Sequence[str], timeout: float) -> str | None:
+        """Block until one of queues ``names`` may have jobs (its name) or ``timeout``
+        passes (None)."""
         self._any.clear()
-        self._woken.clear()
-        for index in indexes:
-            self._armed[index].set()
-        self._any.wait(timeout)
-        woken = [index for index in indexes if index in self._woken]
-        return woken[0] if woken else None
+        for name in names:
+            self.arm(name)
+        if not self._first_seen(names):
+            self._any.wait(timeout)
+        return self._first_seen(names)
+
+    def _first_seen(self, names: Sequence[str]) -> str | None:
+        return next((name for name in names if name in self._seen), None)
 
     def _start(self) -> None:
-        for index, queue in enumerate(self._queues):
-            greenlet = gevent.spawn(self._watch, index)
-            greenlet.name = f"gq-watcher-{queue.keys.name}"
+        for name in self._queues:
+            greenlet = gevent.spawn(self._watch, name)
+            greenlet.name = f"gq-watcher-{name}"
             self._greenlets.append(greenlet)
 
-    def _watch(self, index: int) -> None:
-        armed, queue = self._armed[index], self._queues[index]
+    def _watch(self, name: str) -> None:
+        armed, queue = self._armed[name], self._queues[name]
         while True:
             armed.wait()
             if self._step(queue):
-                armed.clear()  # until the poller waits again
-                self._woken.add(index)
+                armed.clear()  # until the poller arms it again
+                self._seen.add(name)
                 self._any.set()
 
     def _step(self, queue: ScriptedQueue) -> bool:
