@@ -177,21 +177,23 @@ def drain_child(url: str, queue: str, shards: int | None, jobs: int) -> dict[str
 def child_drain(url: str, queue: str, shards: int, jobs: int) -> None:
     import gevent
 
-    seen = {"n": 0, "first": 0.0, "last": 0.0}
+    seen = {"n": 0, "first": 0.0, "last": 0.0, "cpu0": 0.0, "cpu1": 0.0}
     consumer = gq.Consumer(queue, url=url, shards={queue: shards} if shards else None)
 
     def handle(job: gq.Job) -> None:
         if seen["n"] == 0:
-            seen["first"] = time.perf_counter()
+            seen["first"], seen["cpu0"] = time.perf_counter(), time.process_time()
         seen["n"] += 1
         if seen["n"] == jobs:
-            seen["last"] = time.perf_counter()
+            seen["last"], seen["cpu1"] = time.perf_counter(), time.process_time()
             consumer.stop()
 
     greenlet = gevent.spawn(consumer.run, handle)
     greenlet.join()
     elapsed = seen["last"] - seen["first"]
-    print(json.dumps({"jobs": jobs, "seconds": elapsed, "rate": (jobs - 1) / elapsed}))
+    cpu_us = (seen["cpu1"] - seen["cpu0"]) / (jobs - 1) * 1e6  # the worker's own CPU per job
+    print(json.dumps({"jobs": jobs, "seconds": elapsed, "rate": (jobs - 1) / elapsed,
+                      "cpu_us_per_job": cpu_us}))  # fmt: skip
 
 
 def fill(client: RedisCluster, queue: str, shards: int | None, jobs: int) -> None:
@@ -203,17 +205,23 @@ def fill(client: RedisCluster, queue: str, shards: int | None, jobs: int) -> Non
 def drains(url: str, ports: list[int], jobs: int, repeat: int) -> list[dict[str, Any]]:
     client = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", ports[0])])
     runs: dict[str, list[float]] = {"plain": [], "1": [], "3": [], "8": []}
+    cpu: dict[str, list[float]] = {kind: [] for kind in runs}
     for _ in range(repeat):
         for kind in runs:  # interleaved: every kind sees the same machine
             shards = None if kind == "plain" else int(kind)
             name = f"drain-{uuid.uuid4().hex[:6]}"
             queue = f"{{{name}}}" if shards is None else name
             fill(client, queue, shards, jobs)
-            runs[kind].append(drain_child(url, queue, shards, jobs)["rate"])
-    plain = statistics.median(runs["plain"])
+            drained = drain_child(url, queue, shards, jobs)
+            runs[kind].append(drained["rate"])
+            cpu[kind].append(drained["cpu_us_per_job"])
+    plain, plain_cpu = statistics.median(runs["plain"]), statistics.median(cpu["plain"])
     return [{"queue": "plain" if k == "plain" else f"{k} shards",
              "rate": round(statistics.median(v)), "runs": [round(r) for r in v],
-             "ratio": round(statistics.median(v) / plain, 3)} for k, v in runs.items()]  # fmt: skip
+             "ratio": round(statistics.median(v) / plain, 3),
+             "cpu_us_per_job": round(statistics.median(cpu[k]), 2),
+             "cpu_ratio": round(plain_cpu / statistics.median(cpu[k]), 3)}
+            for k, v in runs.items()]  # fmt: skip
 
 
 # -- 4: idle pickup over 8 shards ---------------------------------------------------------
@@ -304,8 +312,10 @@ def report(idle: dict[str, float], costs: list[dict[str, Any]], drained: list[di
     print("\nSpread over 3 shards:", {q: s["jobs"] for q, s in spread.items()},
           "masters:", sorted({s["master"] for s in spread.values()}))
     print("\nOne worker draining a noop backlog\n")
-    print(markdown_table(["queue", "jobs/s", "vs plain", "runs"],
-                         [[d["queue"], d["rate"], d["ratio"], d["runs"]] for d in drained]))
+    print(markdown_table(
+        ["queue", "jobs/s (median)", "vs plain", "worker CPU µs/job", "plain's CPU / this", "runs"],
+        [[d["queue"], d["rate"], d["ratio"], d["cpu_us_per_job"], d["cpu_ratio"], d["runs"]]
+         for d in drained]))  # fmt: skip
     print(f"\nIdle pickup over 8 shards (ms): {pickup}")
     write_json("sharded", {"machine": machine(), "command": command(), "idle_us_per_s": idle,
                            "cost": costs, "drain": drained, "idle_pickup_ms": pickup})  # fmt: skip

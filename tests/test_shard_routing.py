@@ -107,3 +107,18 @@ class _Named:
     def __init__(self, name: str) -> None:
         self.keys = self
         self.name = name
+
+
+def test_consumers_of_a_sharded_queue_are_counted_once_with_their_jobs_summed() -> None:
+    from gq.sharded import merged_consumers
+
+    def entry(consumer: str, state: str, in_flight: int, at: float) -> dict[str, Any]:
+        return {"id": consumer, "state": state, "in_flight": in_flight, "heartbeat_at": at}
+
+    merged = merged_consumers([
+        [entry("a", "alive", 3, 10.0), entry("b", "dead", 1, 1.0)],
+        [entry("a", "alive", 4, 10.0), entry("b", "silent", 2, 5.0)],
+    ])  # fmt: skip
+    assert [(e["id"], e["state"], e["in_flight"]) for e in merged] == [
+        ("b", "silent", 3), ("a", "alive", 7),
+    ]  # fmt: skip

@@ -5,6 +5,7 @@ masters")."""
 from __future__ import annotations
 
 import collections
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import gq
 from gq.store.shards import forget, layout
 from tests.cli_support import ADMIN, Worker, env_for, run
 from tests.helpers import RedisServer, delete_keys, wait_until
+from tests.queue_sides import BothSides
 from tests.topologies import Cluster, start_cluster
 
 FAST = {
@@ -233,3 +235,28 @@ def test_gq_stats_sums_the_shards_and_pause_reaches_each(cluster: Cluster, clien
     assert all(s.paused for s in gq.Queue(name, client=client, shards=3).shards)
     limit = run(ADMIN, "limit", "--queue", name, "--concurrency", "5", env=env)
     assert limit.returncode == 2 and "not built yet" in limit.stderr, limit.stderr
+
+
+def test_scheduled_and_dead_listings_are_merged_by_time(cluster: Cluster, client: Any,
+                                                        name: str) -> None:  # fmt: skip
+    producer = gq.Producer(name, client=client, shards=3)
+    now = time.time()
+    ids = [producer.perform_at(now + 3600 + i, gq.Job(id=f"s-{i}", data=b"")) for i in range(12)]
+    plan = layout(name, 3)
+    assert len({plan.for_id(job_id) for job_id in ids}) == 3  # on every shard
+    queue = gq.Queue(name, client=client, shards=3)
+    listed = queue.store.scheduled_jobs(12)
+    assert [job_id for job_id, _, _ in listed] == ids  # soonest first, over the shards
+    assert queue.store.counts()["scheduled"] == 12
+    out = run(ADMIN, "scheduled", "list", "--queue", name, env=env_for(cluster.url, None))
+    assert out.returncode == 0, out.stderr
+    assert [line.split()[0] for line in out.stdout.splitlines()[1:13]] == ids, out.stdout
+    dead = [producer.perform(gq.Job(id=f"d-{i}", data=b"")) for i in range(6)]
+    sides = {shard: BothSides(client, shard) for shard in plan.queues}
+    for side in sides.values():
+        side.register("t")
+        side.fetch("t", 100)
+    for job_id in dead:  # killed one after the other: their dead scores ascend
+        assert sides[plan.for_id(job_id)].kill("t", job_id, None, dead_max_jobs=100,
+                                               dead_max_age=3600)  # fmt: skip
+    assert [job_id for job_id, _, _ in queue.store.dead_jobs(6)] == dead[::-1]  # newest first
