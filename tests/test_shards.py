@@ -205,12 +205,15 @@ def test_gq_worker_serves_a_sharded_queue_and_a_sigkill_loses_nothing(
         finally:
             second.stop()
         runs = collections.Counter(_done(record, done_key))
+        started = record.llen(f"{name}:test:started")
     finally:
         first.stop()
         record.delete(done_key, f"{name}:test:started")
     assert set(runs) == ids  # nothing lost
+    assert started > len(ids)  # jobs in flight at the kill were recovered and run again
     duplicates = sum(n - 1 for n in runs.values())
-    print(f"SIGKILL over 3 shards: {len(ids)} jobs, {duplicates} run twice (at-least-once)")
+    print(f"SIGKILL over 3 shards: {len(ids)} jobs, {started - len(ids)} started again after "
+          f"the kill, {duplicates} finished twice (at-least-once)")
     assert duplicates <= 40  # at most the killed worker's jobs in flight (its concurrency x2)
 
 
