@@ -15,7 +15,7 @@ from gq.errors import ConfigurationError, JobAlreadyExistsError, MessageTooLarge
 from gq.job import Job, JobLike
 from gq.store.config import check_queue_name, resolve_client
 from gq.store.jobs import RedisQueue
-from gq.store.shards import Layout, check_shards, declare, positions
+from gq.store.shards import Layout, check_shards, declare, layout, positions
 
 #: Default ``max_message_bytes``: far above ordinary job payloads, far below what would
 #: stall a single-threaded Redis while a script copies the message (docs/decisions.md).
@@ -104,10 +104,8 @@ class Producer(ProducerCore):
         self._shards = None if shards is None else check_shards(self.queue, shards)
         self._plan: Layout | None = None  # declared in Redis at the first write
         self._queues: dict[str, RedisQueue] = {}
-        if self._shards is None:
-            self._queue = RedisQueue(redis_client, self.queue)
-        else:
-            self._queue = RedisQueue(redis_client, f"{{{self.queue}}}")  # (its client's holder)
+        first = self.queue if self._shards is None else layout(self.queue, self._shards).queues[0]
+        self._queue = RedisQueue(redis_client, first)  # (a sharded queue's: its first shard)
 
     def _route(self, job_ids: list[str]) -> list[tuple[RedisQueue, list[int]]]:
         """Each queue the jobs ``job_ids`` go to, with their positions."""

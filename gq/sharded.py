@@ -189,6 +189,15 @@ class ShardedAdmin:
         self.client = self._admins[0].client
         self.keys = _Named(queue.name)
 
+    def __getattr__(self, name: str) -> Any:
+        """An operation not built over shards yet: said, with the way round it."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise ConfigurationError(
+            f"{name} is not built for sharded queue {self._queue.name!r} yet: name one of "
+            f"its shards instead ({', '.join(self._queue.layout.queues)})"
+        )
+
     def ping(self) -> None:
         for admin in self._admins:
             admin.ping()

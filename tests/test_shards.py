@@ -238,6 +238,8 @@ def test_gq_stats_sums_the_shards_and_pause_reaches_each(cluster: Cluster, clien
     assert all(s.paused for s in gq.Queue(name, client=client, shards=3).shards)
     limit = run(ADMIN, "limit", "--queue", name, "--concurrency", "5", env=env)
     assert limit.returncode == 2 and "not built yet" in limit.stderr, limit.stderr
+    retry = run(ADMIN, "dead", "retry", "--queue", name, "--all", env=env)
+    assert retry.returncode == 2 and "name one of its shards" in retry.stderr, retry.stderr
 
 
 def test_scheduled_and_dead_listings_are_merged_by_time(cluster: Cluster, client: Any,
@@ -263,3 +265,25 @@ def test_scheduled_and_dead_listings_are_merged_by_time(cluster: Cluster, client
         assert sides[plan.for_id(job_id)].kill("t", job_id, None, dead_max_jobs=100,
                                                dead_max_age=3600)  # fmt: skip
     assert [job_id for job_id, _, _ in queue.store.dead_jobs(6)] == dead[::-1]  # newest first
+
+
+def test_a_sharded_queue_works_on_a_single_redis_too(redis_server: RedisServer) -> None:
+    """No spread (one server), the same code: a worker drains every shard."""
+    client = redis_server.client()
+    name = f"shq-{uuid.uuid4().hex[:8]}"
+    try:
+        gq.Producer(name, client=client, shards=4).perform_many([b""] * 400)
+        queue = gq.Queue(name, client=client, shards=4)
+        assert [s.stats()["ready"] > 50 for s in queue.shards] == [True] * 4
+        done: collections.Counter[str] = collections.Counter()
+        consumer = gq.Consumer(name, client=client, shards={name: 4}, **FAST)
+        greenlet = consume(consumer, lambda job: done.update([job.queue]))
+        try:
+            wait_until(lambda: sum(done.values()) == 400, 30)
+        finally:
+            stop(consumer, greenlet)
+        assert set(done) == set(layout(name, 4).queues)
+        assert queue.stats()["ready"] == 0 and queue.stats()["shards"] == 4
+    finally:
+        delete_keys(client, f"{{{name}~*")
+        forget(client, name)
