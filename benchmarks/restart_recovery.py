@@ -29,7 +29,16 @@ import uuid
 from pathlib import Path
 
 import redis
-from common import ROOT, WORKERS, command, dedicated_redis, machine, markdown_table, write_json
+from common import (
+    ROOT,
+    WORKERS,
+    command,
+    dedicated_redis,
+    machine,
+    markdown_table,
+    wait_for,
+    write_json,
+)
 from gqbench import delete_queue
 
 import gq
@@ -56,14 +65,6 @@ def worker(url: str, queue: str, name: str, extra: list[str], log: Path) -> subp
 
 def starts(client: redis.Redis, queue: str) -> list[float]:
     return [float(row.split()[1]) for row in client.lrange(f"{queue}:bench:started", 0, -1)]
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def one_run(url: str, case: str, tmp: Path) -> dict[str, float]:
