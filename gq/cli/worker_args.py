@@ -107,7 +107,8 @@ def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
 
 PROCESSES_HELP = """\
 Run several worker processes under one supervisor (for handlers that need more
-than one core). Each child is a full consumer with its own id. The first signal
+than one core). Each child is a full consumer with its own id and name
+(NAME-<index>, or the host's name and its index). The first signal
 stops every child gracefully, a second at once. The supervisor exits 0 when every
 child stopped cleanly, 2 or 3 as below before any child starts, 1 otherwise
 (including children that keep dying at start)."""
