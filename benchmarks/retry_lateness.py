@@ -5,14 +5,20 @@ with the due-time wake (the default) and once without (`--scheduler-wake off`: c
 poll only, the baseline), for three kinds of jobs:
 
 - retry: a task raises gq.Retry(after=1) on its first run; due 1 s after the raise;
-- after: enqueued with perform_after(d), d uniform in 0.5-1.5 s;
+- after: enqueued with perform_after(d), d uniform in 0.5-1.5 s (its due time read back
+  from the scheduled set: the server's clock at the enqueue, plus d);
 - at:    enqueued with perform_at(now + d).
+
+Beside each of those jobs goes a control job, enqueued ready (perform): its start minus
+its enqueue is what any job waits on this machine at that moment, the scheduler apart,
+so a tail the control shares is the machine's, not the scheduler's.
 
 The jobs are enqueued at random moments over a few seconds, so their due times fall at
 every phase of the poll. The handler (workers/lateness_handler.py) records, on the run
 that was due, its start time minus the due time (same host, same clock). Lateness is to
 the start, so it includes the fetch; the worker is otherwise idle. CPU per job is the
-worker's and Redis's over the whole run (its idle polling included), divided by the jobs.
+worker's and Redis's over the whole run (its idle polling included), divided by the jobs
+(the control jobs included).
 
 usage: retry_lateness.py [--jobs N] [--window SECONDS]
 """
@@ -99,20 +105,38 @@ def worker_ready(client: redis.Redis, queue: str, wake: bool) -> bool:
     return not wake or client.pubsub_numsub(channel)[0][1] >= 1
 
 
-def send(producer: gq.Producer, kind: str, n: int, window: float, rng: random.Random) -> None:
-    """``n`` jobs of ``kind`` at random moments over ``window`` seconds."""
+def send(
+    producer: gq.Producer, client: redis.Redis, kind: str, n: int, window: float, rng: random.Random
+) -> dict[str, float]:
+    """``n`` jobs of ``kind`` at random moments over ``window`` seconds. Returns the due
+    time of each ``after`` job as the server set it, read back from the scheduled set: a
+    producer held up between its clock read and the enqueue must not count as late."""
+    dues: dict[str, float] = {}
     start = time.time()
     for moment in sorted(rng.uniform(0, window) for _ in range(n)):
         time.sleep(max(0.0, start + moment - time.time()))
+        producer.perform(f"now {time.time()!r}".encode())  # the control, beside each job
         if kind == "retry":
             producer.perform(b"retry")
             continue
         delay = rng.uniform(0.5, 1.5)
-        due = time.time() + delay
         if kind == "after":
-            producer.perform_after(delay, f"after {due!r}".encode())
+            job_id = producer.perform_after(delay, b"after")
+            dues[job_id] = float(client.zscore(f"{producer.queue}:scheduled", job_id))
         else:
+            due = time.time() + delay
             producer.perform_at(due, f"at {due!r}".encode())
+    return dues
+
+
+def lateness_ms(entries: list[bytes], dues: dict[str, float]) -> list[float]:
+    """Each job's start minus its due time, in ms ("after ID START" or "KIND SECONDS")."""
+    out = []
+    for entry in entries:
+        fields = entry.decode().split()
+        late = float(fields[2]) - dues[fields[1]] if fields[0] == "after" else float(fields[1])
+        out.append(late * 1000)
+    return out
 
 
 def run(url: str, kind: str, wake: bool, n: int, window: float, seed: int) -> dict:
@@ -123,12 +147,14 @@ def run(url: str, kind: str, wake: bool, n: int, window: float, seed: int) -> di
     try:
         wait_for(lambda: worker_ready(client, queue, wake), 30, "the worker to start")
         cpu0, rcpu0, t0 = cpu_seconds(proc.pid), redis_cpu(client), time.perf_counter()
-        send(gq.Producer(queue, url=url), kind, n, window, random.Random(seed))
+        dues = send(gq.Producer(queue, url=url), client, kind, n, window, random.Random(seed))
         out = f"{queue}:bench-late"
-        wait_for(lambda: client.llen(out) >= n, window + 30, f"{n} {kind} jobs")
+        wait_for(lambda: client.llen(out) >= 2 * n, window + 30, f"{n} {kind} jobs")
         cpu, rcpu = cpu_seconds(proc.pid) - cpu0, redis_cpu(client) - rcpu0
         seconds = time.perf_counter() - t0
-        late = [float(v.split()[1]) * 1000 for v in client.lrange(out, 0, -1)]
+        entries = client.lrange(out, 0, -1)
+        control = lateness_ms([e for e in entries if e.startswith(b"now ")], dues)
+        late = lateness_ms([e for e in entries if not e.startswith(b"now ")], dues)
     except Exception:
         sys.stderr.write(log.read_text()[-3000:])
         raise
@@ -142,9 +168,10 @@ def run(url: str, kind: str, wake: bool, n: int, window: float, seed: int) -> di
         "wake": wake,
         "n": len(late),
         "seconds": seconds,
-        "worker_cpu_ms_per_job": cpu * 1000 / n,
-        "redis_cpu_ms_per_job": rcpu * 1000 / n,
+        "worker_cpu_ms_per_job": cpu * 1000 / (2 * n),  # the control jobs included
+        "redis_cpu_ms_per_job": rcpu * 1000 / (2 * n),
         "lateness_ms": percentiles(late),
+        "control_ms": percentiles(control),
         "early": sum(1 for x in late if x < 0),
     }
 
@@ -159,6 +186,7 @@ def row(result: dict, base: dict) -> list:
         late["p50"],
         late["p99"],
         late["max"],
+        result["control_ms"]["p99"],
         f"{ratio:.0f}x" if result["wake"] else "1x",
         result["worker_cpu_ms_per_job"],
         result["redis_cpu_ms_per_job"],
@@ -202,6 +230,7 @@ def main() -> None:
                 "p50 ms",
                 "p99 ms",
                 "max ms",
+                "control p99 ms",
                 "p99 off / on",
                 "worker CPU ms/job",
                 "Redis CPU ms/job",
