@@ -23,8 +23,10 @@ local function share_turns(room, n)
   local give = {}
   local left = n
   for i = 1, #room do
-    give[i] = math.min(room[i], GROUP_TURN, left)
-    left = left - give[i]
+    local take = room[i] < GROUP_TURN and room[i] or GROUP_TURN
+    if take > left then take = left end
+    give[i] = take
+    left = left - take
   end
   local more = true
   while left > 0 and more do
@@ -67,8 +69,9 @@ local function spans_read(G, groups, r, base)
   local heads, waiting = r.heads, r.waiting
   for i = 1, #groups do
     local head = tonumber(spans[2 * i - 1]) or 0
+    local count = (tonumber(spans[2 * i]) or head) - head
     heads[base + i] = head
-    waiting[base + i] = math.max(0, (tonumber(spans[2 * i]) or head) - head)
+    waiting[base + i] = count > 0 and count or 0
   end
 end
 
@@ -129,7 +132,7 @@ end
 -- How many of a group's waiting jobs it may start now, or 0 and the score to park it
 -- with (FULL: until a release; else the server ms when its rate limit allows one).
 local function group_room(r, i, now)
-  local cap = tonumber(r.waiting[i]) or 0
+  local cap = r.waiting[i]
   local concurrency, rate = r.concurrency[i], r.rate[i]
   if concurrency then
     local free = concurrency - r.held[i]
@@ -191,7 +194,7 @@ local function groups_pop(G, groups, give, r)
   for i, group in ipairs(groups) do
     local take = give[i] or 0
     if take > 0 then
-      local head, waiting = tonumber(r.heads[i]) or 0, tonumber(r.waiting[i])
+      local head, waiting = r.heads[i], r.waiting[i]
       local first = nf + 1
       nf = line_fields(fields, nf, group, head, take)
       if take == waiting then
@@ -242,7 +245,8 @@ local function groups_look(G, n, now)
     redis.call('LTRIM', G.ring, #looked, -1)
     local base, batch = #groups, {}
     -- Each group once (a duplicate, which the ring's rule rules out, is dropped here).
-    for _, group in ipairs(looked) do
+    for k = 1, #looked do
+      local group = looked[k]
       if not seen[group] then seen[group] = true; batch[#batch + 1] = group end
     end
     groups_read(G, batch, r, base)
@@ -257,7 +261,7 @@ local function groups_look(G, n, now)
         else
           open[#open + 1] = i
           room[#room + 1] = cap
-          turns = turns + math.min(cap, GROUP_TURN)
+          turns = turns + (cap < GROUP_TURN and cap or GROUP_TURN)
         end
       end
     end
