@@ -95,7 +95,7 @@ local function limits_read(G, groups, r, base)
   local any_concurrency, any_rate = false, false
   for i = 1, #groups do
     local k, c, rt = base + i, own[3 * i - 2], own[3 * i - 1]
-    r.concurrency[k] = c and tonumber(c) or concurrency
+    if c then r.concurrency[k] = tonumber(c) else r.concurrency[k] = concurrency end
     if rt then r.rate[k], r.period[k] = rate_settings(rt, own[3 * i])
     else r.rate[k], r.period[k] = rate, period end
     any_concurrency = any_concurrency or r.concurrency[k] ~= nil
