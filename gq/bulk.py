@@ -121,12 +121,13 @@ def _copy_then_delete(admin: QueueAdmin, target: QueueAdmin, step: Step) -> tupl
 
 
 def retry_dead(
-    admin: QueueAdmin, jobfilter: JobFilter, reset_attempts: bool = False, dry_run: bool = False
+    admin: QueueAdmin, jobfilter: JobFilter, reset: bool = False, dry_run: bool = False
 ) -> BulkResult:
-    """Queue again the dead jobs matching the filter (retry_dead.lua)."""
+    """Queue again the dead jobs matching the filter (retry_dead.lua); ``reset``: with
+    their attempts back to 0."""
 
     def apply(step: Step) -> tuple[set[str], int]:
-        entries = [(c.id, _reset(c.message) if reset_attempts else None) for c in step.matched]
+        entries = [(c.id, reset_attempts(c.message) if reset else None) for c in step.matched]
         flags = admin.retry_dead(entries)
         return {c.id for c, ok in zip(step.matched, flags) if ok}, 0
 
@@ -163,7 +164,7 @@ def reschedule(
     return run(admin, jobfilter, ("scheduled",), apply, dry_run)
 
 
-def _reset(message: bytes | None) -> bytes | None:
+def reset_attempts(message: bytes | None) -> bytes | None:
     """The message with its attempts back to 0; None (keep it) if it cannot be read."""
     if message is None:
         return None

@@ -134,12 +134,12 @@ class Queue:
     # -- by filter (issue 34: gq/jobfilter.py, gq/jobsearch.py, gq/bulk.py) ----------------
 
     def jobs(
-        self, filter: JobFilter = JobFilter(), limit: int = 50, cursor: str | None = None,
+        self, filter: JobFilter | None = None, limit: int = 50, cursor: str | None = None,
         budget: float | None = None,
     ) -> jobsearch.SearchPage:  # fmt: skip
         """Up to ``limit`` jobs matching ``filter`` (ready, scheduled, dead, running), from
         ``cursor`` (a page's ``cursor``: None at the end); ``budget`` seconds cap the scan."""
-        return jobsearch.search(self.store, filter, limit, cursor, budget)
+        return jobsearch.search(self.store, filter or JobFilter(), limit, cursor, budget)
 
     def purge(
         self, filter: JobFilter, *, dry_run: bool = False, everything: bool = False
