@@ -1,6 +1,8 @@
 -- Library: putting jobs into a queue as a move brings them (issue 34: move.lua in one slot,
 -- move_in.lua across slots). Needs lib/chunk.lua, lib/flow.lua and lib/groups.lua. A job
--- keeps its state: ready to the tail of the active list, waiting in a line to the end of
+-- keeps its state: ready to the head of the active list (a scan reads the source newest
+-- first, so each page pushed to the head leaves the moved jobs in their order, ahead of
+-- the target's own: they have waited longest), waiting in a line to the end of
 -- its group's line, scheduled at its due time (a grouped one noted in the later hash),
 -- dead at its death time. Its id decides: the message is stored only if the id is new, so
 -- a move run again after a crash never writes a job twice.
@@ -36,7 +38,7 @@ local function place_put(Q, kind, id, score, group)
 end
 
 local function place_done(Q)
-  call_chunked('RPUSH', Q.T.active, Q.ready)
+  call_chunked('LPUSH', Q.T.active, Q.ready)
   for _, group in ipairs(Q.order) do group_append(Q.G, group, Q.lines[group]) end
   forget_cancels(Q.T.cancelled, Q.placed)
   if #Q.ready + #Q.order > 0 then raise_signal(Q.T.signal) end
