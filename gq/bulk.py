@@ -42,11 +42,16 @@ Apply = Callable[[Step], tuple[set[str], int]]
 
 
 def run(
-    admin: QueueAdmin, jobfilter: JobFilter, states: Sequence[str], apply: Apply, dry_run: bool
+    admin: QueueAdmin,
+    jobfilter: JobFilter,
+    states: Sequence[str],
+    apply: Apply,
+    dry_run: bool,
+    hop: float | None = None,
 ) -> BulkResult:
     """Walk ``states`` and ``apply`` the action to each page's matches (unless a dry run)."""
     matched = done = conflicts = 0
-    for step in walk(admin, jobfilter, jobfilter.within(states)):
+    for step in walk(admin, jobfilter, jobfilter.within(states), hop=hop):
         matched += len(step.matched)
         if dry_run or not step.matched:
             continue
@@ -161,7 +166,7 @@ def reschedule(
         flags = bulk.reschedule(admin, [c.id for c in step.matched], when, relative=False)
         return {c.id for c, ok in zip(step.matched, flags) if ok}, 0
 
-    return run(admin, jobfilter, ("scheduled",), apply, dry_run)
+    return run(admin, jobfilter, ("scheduled",), apply, dry_run, hop=when)
 
 
 def reset_attempts(message: bytes | None) -> bytes | None:

@@ -100,6 +100,8 @@ class JobFilter:
         """Whether ``job`` (read at server time ``now``) passes every field."""
         if self.id_prefix and not job.id.startswith(self.id_prefix):
             return False
+        if not self._may_match(job.message):
+            return False
         if not self._age_matches(job.age_time, now):
             return False
         if self.error is not None and self.error.lower() not in (job.error or "").lower():
@@ -109,6 +111,22 @@ class JobFilter:
         if self.group is not None and job.group != self.group:
             return False
         return self._args_match(job)
+
+    @cached_property
+    def _needles(self) -> tuple[bytes, ...]:
+        """Bytes a message must hold to match: a task's exact name, a text argument's key
+        and value (MessagePack writes text as it is): most jobs are passed over without
+        decoding (a search of 100,000 jobs by tenant decodes the few that may match)."""
+        needles = [self.task.encode()] if self.task and not _GLOB.search(self.task) else []
+        for key, value in self.args:
+            needles += [] if key.isdigit() else [key.encode()]
+            needles += [value.encode()] if isinstance(_json_value(value), str) else []
+        return tuple(needles)
+
+    def _may_match(self, message: bytes | None) -> bool:
+        if not self._needles:
+            return True
+        return message is not None and all(needle in message for needle in self._needles)
 
     def _age_matches(self, when: float | None, now: float) -> bool:
         if self.older_than is None and self.newer_than is None:
@@ -126,10 +144,13 @@ class JobFilter:
         return all(_pair_matches(job, key, value) for key, value in self.args)
 
 
+_GLOB = re.compile(r"[*?\[]")
+
+
 def _name_matches(pattern: str, name: str | None) -> bool:
     if name is None:
         return False
-    return fnmatchcase(name, pattern) if any(c in pattern for c in "*?[") else name == pattern
+    return fnmatchcase(name, pattern) if _GLOB.search(pattern) else name == pattern
 
 
 def _pair_matches(job: Candidate, key: str, value: str) -> bool:

@@ -36,10 +36,15 @@ class Step:
 
 
 def walk(
-    admin: QueueAdmin, jobfilter: JobFilter, states: Sequence[str], cursor: str | None = None
+    admin: QueueAdmin,
+    jobfilter: JobFilter,
+    states: Sequence[str],
+    cursor: str | None = None,
+    hop: float | None = None,
 ) -> Iterator[Step]:
     """The pages of ``states`` from ``cursor`` (the start when None), the filter applied;
-    the caller fills ``Step.removed`` before asking for the next page."""
+    the caller fills ``Step.removed`` before asking for the next page. ``hop``: a score of
+    the sets the walk jumps over (scan.past)."""
     now = admin.server_time()
     seen: set[str] = set()
     at = cursor or scan.first(states)
@@ -50,6 +55,7 @@ def walk(
         step = Step([c for c in fresh if jobfilter.matches(c, now)], page, at)
         yield step
         at = page.next(frozenset(step.removed))
+        at = at if hop is None else scan.past(at, hop)
 
 
 def _candidate(found: scan.Found) -> Candidate:

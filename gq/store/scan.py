@@ -125,7 +125,7 @@ def _scored(state: str, desc: bool) -> Callable[[QueueAdmin, str, str, int], Pag
         edge = at or ("+inf" if desc else "-inf")
         far = "-inf" if desc else "+inf"
         rows: Any = _client(admin).zrange(key, edge, far, desc=desc, byscore=True,
-                                        offset=_int(skip), num=count, withscores=True)  # fmt: skip
+                                          offset=_int(skip), num=count, withscores=True)  # fmt: skip
         entries = [(as_text(member), float(score)) for member, score in rows]
         messages = admin.messages([i for i, _ in entries])
         found: list[Found] = [(i, state, s, m, None) for (i, s), m in zip(entries, messages)]
@@ -141,6 +141,18 @@ def _scored(state: str, desc: bool) -> Callable[[QueueAdmin, str, str, int], Pag
         return Page(found, following)
 
     return reader
+
+
+def past(cursor: str | None, score: float) -> str | None:
+    """``cursor``, or, when it resumes at exactly ``score`` in a scored set, the cursor just
+    past that score: a reschedule that gave many jobs one time never reads them again
+    (skipping them one offset at a time would cost the set's size per read)."""
+    if cursor is None:
+        return None
+    state, at, _ = _parts(cursor)
+    if state in ("scheduled", "dead") and at == repr(score):
+        return f"{state}|({score!r}|0"
+    return cursor
 
 
 def _running(admin: QueueAdmin, index: str, position: str, count: int) -> Page:
