@@ -104,7 +104,8 @@ def main() -> None:
             JobFilter(states=("dead",), args=(("tenant", "t7"),)))))  # fmt: skip
         rows.append(timed(client, "whole scan, nothing matches", lambda: q.jobs(
             JobFilter(states=("dead",), task="app.none"))))  # fmt: skip
-        rows.append(timed(client, "gq jobs --args tenant=t7 (process)", lambda: cli_first_page(url)))
+        rows.append(timed(client, "gq jobs --args tenant=t7 (process)",
+                          lambda: cli_first_page(url)))  # fmt: skip
         rows.append(timed(client, "dead retry --error timeout", lambda: q.retry_dead(
             JobFilter(error="timeout"))))  # fmt: skip
         rows.append(timed(client, "dead delete --task app.other", lambda: q.delete_dead(

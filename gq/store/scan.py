@@ -124,8 +124,9 @@ def _scored(state: str, desc: bool) -> Callable[[QueueAdmin, str, str, int], Pag
         key = admin.keys.dead if state == "dead" else admin.keys.scheduled
         edge = at or ("+inf" if desc else "-inf")
         far = "-inf" if desc else "+inf"
-        rows: Any = _client(admin).zrange(key, edge, far, desc=desc, byscore=True,
-                                          offset=_int(skip), num=count, withscores=True)  # fmt: skip
+        rows: Any = _client(admin).zrange(
+            key, edge, far, desc=desc, byscore=True, offset=_int(skip), num=count, withscores=True
+        )
         entries = [(as_text(member), float(score)) for member, score in rows]
         messages = admin.messages([i for i, _ in entries])
         found: list[Found] = [(i, state, s, m, None) for (i, s), m in zip(entries, messages)]
