@@ -74,7 +74,7 @@ def test_gq_jobs_pages_with_a_cursor(w: Jobs, redis_server: RedisServer) -> None
         (("purge", "--state", "dead", "--task", "t"), "'dead' is not for this action"),
         (("move", "--to", "SAME", "--task", "t"), "same queue"),
         (("scheduled", "reschedule", "--task", "t"), "--at TIME or --in DELAY"),
-        (("dead", "delete", "x", "--task", "t"), "ids, --all or filters"),
+        (("dead", "delete", "x", "--task", "t"), "give job ids or --all, or filter flags"),
     ],
 )
 def test_a_wrong_filter_or_action_exits_2_with_its_reason(

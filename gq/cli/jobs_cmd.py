@@ -227,11 +227,11 @@ def _apply(
     jobs the filter flags match (gq/cli/bulk_cmd.py)."""
     if bulk_cmd.filtered(args):
         if args.all or args.ids:
-            raise CliError(EXIT_USAGE, "give job ids, --all or filters (one of them)")
+            raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them)")
         queue = Queue(rq.keys.name, client=rq.client)
         return bulk_cmd.by_filter(args, queue, state, "retry" if verb == "retried" else "delete")
     if args.all == bool(args.ids):
-        raise CliError(EXIT_USAGE, "give job ids, --all or filters (one of them)")
+        raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them)")
     if args.all:
         done = rq.work_through(state, operation)
         print(f"{verb} {done} job(s)")

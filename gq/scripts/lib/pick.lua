@@ -19,8 +19,10 @@ local PICK_SLACK = 1000
 local PICK_TRIM = 1000
 local PICK_MARK = '\0gq-picked\0'
 
--- id -> its index counted from the tail (negative), for the ids of the window.
+-- id -> its index counted from the tail (negative), for the ids of the window (none for
+-- a page of another state: its length is 0).
 local function window_positions(active, off, len)
+  if len == 0 then return {} end
   local llen = redis.call('LLEN', active)
   local start = math.max(0, llen - off - len - PICK_SLACK)
   local stop = llen - off - 1
