@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import gevent
 import pytest
 
 import gq
@@ -16,7 +17,7 @@ from gq.jobfilter import JobFilter
 from gq.store import scan
 from gq.store.groupkeys import group_key
 from tests.bulk_support import Jobs, task_message, v7
-from tests.helpers import Backend
+from tests.helpers import Backend, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -285,3 +286,26 @@ def test_running_jobs_are_listed_and_left_alone(backend: Backend) -> None:
     assert (found.id, found.state, found.task) == (job_id, "running", "app.t")
     assert q.purge(JobFilter(task="app.t")).matched == 0
     assert w.has_message(job_id)
+
+
+def test_a_purge_while_a_worker_drains_runs_or_removes_each_job_once(
+    backend: Backend, start: Any
+) -> None:
+    q, w, direct = setup(backend)
+    made = [f"job-{i:04d}" for i in range(3000)]
+    w.q.push([(i, task_message(i, "app.odd" if n % 2 else "app.even")) for n, i in enumerate(made)])
+    ran: list[str] = []
+
+    def handler(job: gq.Job) -> None:
+        ran.append(job.id)
+        gevent.sleep(0.005)  # a drain of about a second: the purge runs within it
+
+    start(handler, processor_concurrency=20, poller_buffer_size=50)
+    wait_until(lambda: len(ran) > 100, message="the worker to be draining")
+    result = q.purge(JobFilter(task="app.odd"))
+    wait_until(lambda: direct.hlen(w.q.keys.data) == 0, timeout=30, message="the rest to end")
+    assert len(ran) + result.done == len(made)
+    assert 0 < result.done < len(made) // 2, result  # the purge overlapped the drain
+    assert len(ran) == len(set(ran))  # none ran twice
+    purged = set(made) - set(ran)
+    assert len(purged) == result.done and all(int(i[4:]) % 2 for i in purged)  # only odd ones
