@@ -309,3 +309,34 @@ def test_a_purge_while_a_worker_drains_runs_or_removes_each_job_once(
     assert len(ran) == len(set(ran))  # none ran twice
     purged = set(made) - set(ran)
     assert len(purged) == result.done and all(int(i[4:]) % 2 for i in purged)  # only odd ones
+
+
+def test_a_line_with_a_purged_job_keeps_its_group_counts_under_a_limit(backend: Backend) -> None:
+    q, w, direct = setup(backend)
+    q.set_group_limits(concurrency=2)
+    line = [w.grouped("app.t", "acme", i) for i in range(5)]
+    assert q.purge(JobFilter(args=(("0", "1"),))).done == 1
+    w.q.register("c1")
+    fetched: list[str] = []
+    for _ in range(6):
+        taken = [job_id for job_id, _ in w.q.fetch("c1", 10)]
+        fetched += taken
+        assert w.q.ack("c1", taken) == [True] * len(taken)
+    assert fetched == [line[0], *line[2:]]
+    assert direct.hget(group_key(w.q.keys.name, "state"), "held\nacme") is None
+    assert direct.hlen(group_key(w.q.keys.name, "of")) == 0
+
+
+def test_a_search_with_a_budget_stops_with_a_cursor_to_go_on(backend: Backend) -> None:
+    q, w, _ = setup(backend)
+    w.q.push([(f"r{i:04d}", task_message(f"r{i:04d}", "app.t")) for i in range(1200)])
+    last = w.ready("app.wanted")
+    page = q.jobs(JobFilter(task="app.wanted"), budget=0)
+    assert page.jobs == [] or [j.id for j in page.jobs] == [last]
+    pages = 1
+    while page.cursor is not None and not page.jobs:
+        page = q.jobs(JobFilter(task="app.wanted"), budget=0, cursor=page.cursor)
+        pages += 1
+    assert [j.id for j in page.jobs] == [last] and pages == 1  # the newest first: page one
+    found = q.jobs(JobFilter(task="app.t"), limit=5000, budget=0)
+    assert len(found.jobs) == scan.PAGE - 1 and found.cursor is not None  # one page, then stop
