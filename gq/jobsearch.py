@@ -99,6 +99,8 @@ def search(
 ) -> SearchPage:
     """Up to ``limit`` jobs matching ``jobfilter``, from ``cursor``; with ``budget`` (s),
     the search stops after that long with what it found and a cursor to go on from."""
+    if limit < 1:
+        raise ConfigurationError(f"a search's limit must be at least 1, not {limit!r}")
     states = jobfilter.within(SEARCH_STATES)
     at, skip = _split(cursor)
     found: list[FoundJob] = []

@@ -140,6 +140,8 @@ def test_gq_dead_retry_and_delete_take_the_filter_flags(w: Jobs, redis_server: R
         w, redis_server, "dead", "retry", "--task", "app.a", "--error", "keyerror"
     )
     assert (code, out.strip()) == (0, "retried 2 job(s)") and sorted(w.active()) == sorted(fixed)
+    code, out, _ = gq_cmd(w, redis_server, "dead", "delete", "--all", "--dry-run")
+    assert (code, out.strip()) == (0, "would delete 2 job(s) (dry run: nothing changed)")
     code, out, _ = gq_cmd(w, redis_server, "dead", "delete", "--task", "app.b")
     assert (code, out.strip()) == (0, "deleted 1 job(s)") and not w.has_message(gone)
     assert [i.decode() for i in w.client.zrange(w.q.keys.dead, 0, -1)] == [other]

@@ -180,7 +180,8 @@ def _add_job_set(
     retry: Command | None = None,
 ) -> None:
     """``gq dead|scheduled ACTION``: list, delete, and for dead jobs retry."""
-    help = f"list or delete {state} jobs" + (", or queue them again" if retry else "")
+    help = f"list or delete {state} jobs" + (", or queue them again" if retry else
+                                              ", or reschedule them")  # fmt: skip
     parser = subcommand(commands, state, help, [], None)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     _add_job_list(actions, conn, state, list_)

@@ -224,10 +224,13 @@ def _apply(
     verb: str,
 ) -> int:
     """Run ``operation`` on the given ids, with --all on every job of the set, or on the
-    jobs the filter flags match (gq/cli/bulk_cmd.py)."""
-    if bulk_cmd.filtered(args):
-        if args.all or args.ids:
-            raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them)")
+    jobs the filter flags match (gq/cli/bulk_cmd.py); --dry-run counts, with filters or
+    --all."""
+    filtered = bulk_cmd.filtered(args)
+    if filtered or args.dry_run:
+        if args.ids or args.all == filtered:
+            raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them); "
+                           "--dry-run counts with --all or filters")  # fmt: skip
         queue = Queue(rq.keys.name, client=rq.client)
         return bulk_cmd.by_filter(args, queue, state, "retry" if verb == "retried" else "delete")
     if args.all == bool(args.ids):
