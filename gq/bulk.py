@@ -149,6 +149,17 @@ def delete_dead(admin: QueueAdmin, jobfilter: JobFilter, dry_run: bool = False) 
     return run(admin, jobfilter, ("dead",), apply, dry_run)
 
 
+def run_scheduled(admin: QueueAdmin, jobfilter: JobFilter, dry_run: bool = False) -> BulkResult:
+    """Run now the scheduled jobs matching the filter: to the tail of the queue, a grouped
+    one to its group's line (run_scheduled.lua, the dashboard's "run now")."""
+
+    def apply(step: Step) -> tuple[set[str], int]:
+        flags = admin.run_scheduled([c.id for c in step.matched])
+        return {c.id for c, ok in zip(step.matched, flags) if ok}, 0
+
+    return run(admin, jobfilter, ("scheduled",), apply, dry_run)
+
+
 def reschedule(
     admin: QueueAdmin,
     jobfilter: JobFilter,

@@ -167,6 +167,10 @@ class Queue:
         bulk.unfiltered_guard(filter, everything or dry_run, "delete")
         return bulk.delete_dead(self.store, filter, dry_run)
 
+    def run_scheduled(self, filter: JobFilter, *, dry_run: bool = False) -> bulk.BulkResult:
+        """Run now the scheduled jobs matching ``filter`` (a grouped one joins its line)."""
+        return bulk.run_scheduled(self.store, filter, dry_run)
+
     def reschedule(
         self, filter: JobFilter, *, at: float | None = None, after: float | None = None,
         dry_run: bool = False,

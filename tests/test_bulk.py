@@ -340,3 +340,16 @@ def test_a_search_with_a_budget_stops_with_a_cursor_to_go_on(backend: Backend) -
     assert [j.id for j in page.jobs] == [last] and pages == 1  # the newest first: page one
     found = q.jobs(JobFilter(task="app.t"), limit=5000, budget=0)
     assert len(found.jobs) == scan.PAGE - 1 and found.cursor is not None  # one page, then stop
+
+
+def test_scheduled_jobs_run_now_by_filter_a_grouped_one_in_its_line(backend: Backend) -> None:
+    q, w, direct = setup(backend)
+    now = [w.scheduled("app.a", i, at=4e9) for i in range(2)]
+    waiting = w.scheduled("app.b", at=4e9)
+    lined = w.grouped("app.a", "acme", after=3600)
+    assert q.run_scheduled(JobFilter(task="app.a"), dry_run=True) == bulk.BulkResult(3, 0)
+    assert q.run_scheduled(JobFilter(task="app.a")).done == 3
+    assert sorted(w.active()) == sorted(now)
+    assert q.stats()["grouped"] == 1 and q.stats()["scheduled"] == 1
+    assert [j.id for j in q.jobs(JobFilter(group="acme")).jobs] == [lined]
+    assert direct.zscore(w.q.keys.scheduled, waiting) == 4e9

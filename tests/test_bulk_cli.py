@@ -161,3 +161,7 @@ def test_gq_scheduled_reschedule_moves_the_matching_jobs(
     code, out, _ = gq_cmd(w, redis_server, "scheduled", "reschedule", "--at", "2000000000", "--yes")
     assert out.strip() == "rescheduled 2 job(s)"
     assert w.client.zscore(w.q.keys.scheduled, other) == 2e9
+    code, out, _ = gq_cmd(w, redis_server, "scheduled", "run", "--task", "app.b")
+    assert (code, out.strip()) == (0, "queued 1 job(s)") and w.active() == [other]
+    code, out, _ = gq_cmd(w, redis_server, "scheduled", "run", stuck)
+    assert (code, out.strip()) == (0, "queued 1 job(s)") and w.active() == [other, stuck]

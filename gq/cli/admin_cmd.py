@@ -181,7 +181,7 @@ def _add_job_set(
 ) -> None:
     """``gq dead|scheduled ACTION``: list, delete, and for dead jobs retry."""
     help = f"list or delete {state} jobs" + (", or queue them again" if retry else
-                                              ", or reschedule them")  # fmt: skip
+                                              ", run them now or reschedule them")  # fmt: skip
     parser = subcommand(commands, state, help, [], None)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     _add_job_list(actions, conn, state, list_)
@@ -195,6 +195,7 @@ def _add_job_set(
         )
     _add_job_action(actions, conn, state, "delete", delete)
     if state == "scheduled":
+        _add_job_action(actions, conn, state, "run", jobs_cmd.scheduled_run)
         bulk_cmd.add_reschedule(actions, conn)
 
 
@@ -209,6 +210,7 @@ def _add_job_list(
 
 _ACTION_HELP = {
     "retry": "queue dead jobs again, at the tail of the queue",
+    "run": "run scheduled jobs now: to the tail of the queue (a grouped one to its line)",
     "delete": "delete {state} jobs and free their ids",
 }
 

@@ -143,8 +143,11 @@ def reschedule(args: argparse.Namespace, queue: Queue) -> int:
 
 
 def by_filter(args: argparse.Namespace, queue: Queue, state: str, verb: str) -> int:
-    """``gq dead retry|delete`` and ``gq scheduled delete`` with filter flags."""
+    """``gq dead retry|delete`` and ``gq scheduled run|delete`` with filter flags."""
     jobfilter = filter_of(args)
+    if verb == "run":
+        result = _guarded(lambda: queue.run_scheduled(jobfilter, dry_run=args.dry_run))
+        return _report(args, result, "run", "queued")
     if state == "scheduled":
         scheduled = JobFilter(**{**jobfilter.__dict__, "states": ("scheduled",)})
         result = _guarded(lambda: queue.purge(scheduled, dry_run=args.dry_run))

@@ -216,6 +216,14 @@ def scheduled_delete(args: argparse.Namespace, queue: Queue) -> int:
     return _apply(args, queue.store, queue.store.delete_scheduled, "scheduled", "deleted")
 
 
+def scheduled_run(args: argparse.Namespace, queue: Queue) -> int:
+    return _apply(args, queue.store, queue.store.run_scheduled, "scheduled", "queued")
+
+
+# What each action's past tense is the past of (bulk_cmd.by_filter's verbs).
+_VERBS = {"retried": "retry", "deleted": "delete", "queued": "run"}
+
+
 def _apply(
     args: argparse.Namespace,
     rq: QueueAdmin,
@@ -232,7 +240,7 @@ def _apply(
             raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them); "
                            "--dry-run counts with --all or filters")  # fmt: skip
         queue = Queue(rq.keys.name, client=rq.client)
-        return bulk_cmd.by_filter(args, queue, state, "retry" if verb == "retried" else "delete")
+        return bulk_cmd.by_filter(args, queue, state, _VERBS[verb])
     if args.all == bool(args.ids):
         raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them)")
     if args.all:
