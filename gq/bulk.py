@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from gq import job as jobs
 from gq.errors import ConfigurationError
@@ -19,6 +20,9 @@ from gq.jobfilter import Candidate, JobFilter
 from gq.jobsearch import Step, walk
 from gq.store import bulk
 from gq.store.admin import QueueAdmin
+from gq.store.base import chunks
+
+T = TypeVar("T")
 
 #: What each action works on when the filter names no state.
 PURGE_STATES = ("ready", "scheduled")
@@ -80,6 +84,16 @@ def _pick(c: Candidate) -> bulk.Pick:
     return kind, c.id, c.line_field, lock if isinstance(lock, str) else None
 
 
+def _batched(operation: Callable[[Sequence[T]], list[bool]], items: Sequence[T]) -> list[bool]:
+    """An existing script's operation (retry_dead.lua, delete_jobs.lua, run_scheduled.lua)
+    over at most ``SCRIPT_BATCH`` jobs a call, as the scripts of bulk actions."""
+    return [flag for chunk in chunks(items, bulk.SCRIPT_BATCH) for flag in operation(chunk)]
+
+
+def _done(step: Step, flags: Sequence[bool]) -> tuple[set[str], int]:
+    return {c.id for c, ok in zip(step.matched, flags) if ok}, 0
+
+
 def _taken(step: Step, replies: Sequence[int]) -> tuple[set[str], int]:
     ids = {c.id for c, reply in zip(step.matched, replies) if reply == 1}
     return ids, sum(1 for reply in replies if reply == -1)
@@ -133,8 +147,7 @@ def retry_dead(
 
     def apply(step: Step) -> tuple[set[str], int]:
         entries = [(c.id, reset_attempts(c.message) if reset else None) for c in step.matched]
-        flags = admin.retry_dead(entries)
-        return {c.id for c, ok in zip(step.matched, flags) if ok}, 0
+        return _done(step, _batched(admin.retry_dead, entries))
 
     return run(admin, jobfilter, ("dead",), apply, dry_run)
 
@@ -143,8 +156,7 @@ def delete_dead(admin: QueueAdmin, jobfilter: JobFilter, dry_run: bool = False) 
     """Delete the dead jobs matching the filter and free their ids (delete_jobs.lua)."""
 
     def apply(step: Step) -> tuple[set[str], int]:
-        flags = admin.delete_dead([c.id for c in step.matched])
-        return {c.id for c, ok in zip(step.matched, flags) if ok}, 0
+        return _done(step, _batched(admin.delete_dead, [c.id for c in step.matched]))
 
     return run(admin, jobfilter, ("dead",), apply, dry_run)
 
@@ -154,8 +166,7 @@ def run_scheduled(admin: QueueAdmin, jobfilter: JobFilter, dry_run: bool = False
     one to its group's line (run_scheduled.lua, the dashboard's "run now")."""
 
     def apply(step: Step) -> tuple[set[str], int]:
-        flags = admin.run_scheduled([c.id for c in step.matched])
-        return {c.id for c, ok in zip(step.matched, flags) if ok}, 0
+        return _done(step, _batched(admin.run_scheduled, [c.id for c in step.matched]))
 
     return run(admin, jobfilter, ("scheduled",), apply, dry_run)
 
@@ -175,7 +186,7 @@ def reschedule(
 
     def apply(step: Step) -> tuple[set[str], int]:
         flags = bulk.reschedule(admin, [c.id for c in step.matched], when, relative=False)
-        return {c.id for c, ok in zip(step.matched, flags) if ok}, 0
+        return _done(step, flags)
 
     return run(admin, jobfilter, ("scheduled",), apply, dry_run, hop=when)
 

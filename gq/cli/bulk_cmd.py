@@ -85,7 +85,8 @@ def jobs(args: argparse.Namespace, queue: Queue) -> int:
     elif not page.jobs:
         print(f"no matching jobs on queue {queue.name}")
     else:
-        print(table(_HEADERS, [_row(job, queue.store.server_time()) for job in page.jobs]))
+        now = queue.store.server_time()
+        print(table(_HEADERS, [_row(job, now) for job in page.jobs]))
     if page.cursor is not None:
         print(f"gq: more jobs may match: --cursor '{page.cursor}'", file=sys.stderr)
     return EXIT_OK
