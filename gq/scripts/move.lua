@@ -21,7 +21,7 @@ check_types({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'hash',
              KEYS[17], 'hash', KEYS[19], 'zset'})
 check_types(group_types(S))
 check_types(group_types(TG))
-local P = new_pick(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+local P = new_pick(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), 3, 3)
 local Q = new_place({active = KEYS[14], scheduled = KEYS[15], dead = KEYS[16], data = KEYS[17],
                      signal = KEYS[18], cancelled = KEYS[19]}, TG)
 local sets = {scheduled = KEYS[2], dead = KEYS[3]}

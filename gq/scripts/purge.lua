@@ -13,7 +13,7 @@
 local G = group_keys(7)
 check_types({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'hash',
              KEYS[5], 'hash', KEYS[6], 'zset', unpack(group_types(G))})
-local P = new_pick(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+local P = new_pick(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), 3, 4)
 local sets = {scheduled = KEYS[2], dead = KEYS[3]}
 local results, gone = {}, {}
 for i = 3, #ARGV, 4 do

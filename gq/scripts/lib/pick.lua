@@ -14,15 +14,15 @@
 --   dead       in the dead set
 
 -- Entries beyond the window read (toward the head) in which a ready job is still looked for.
-local PICK_SLACK = 1000
+local PICK_SLACK = 500
 -- The most entries of a line's head one call advances past (each is one HGET).
 local PICK_TRIM = 1000
 local PICK_MARK = '\0gq-picked\0'
 
--- id -> its index counted from the tail (negative), for the ids of the window (none for
--- a page of another state: its length is 0).
-local function window_positions(active, off, len)
-  if len == 0 then return {} end
+-- id -> its index counted from the tail (negative), for the `wanted` ids found in the
+-- window (none for a page of another state: its length is 0).
+local function window_positions(active, off, len, wanted)
+  if len == 0 or next(wanted) == nil then return {} end
   local llen = redis.call('LLEN', active)
   local start = math.max(0, llen - off - len - PICK_SLACK)
   local stop = llen - off - 1
@@ -31,14 +31,26 @@ local function window_positions(active, off, len)
   local items = redis.call('LRANGE', active, start, stop)
   for i = #items, 1, -1 do
     local id = items[i]
-    if at[id] == nil then at[id] = start + i - 1 - llen end
+    if wanted[id] and at[id] == nil then at[id] = start + i - 1 - llen end
   end
   return at
 end
 
--- A pick: the active list's window, the marked entries, the lines touched.
-local function new_pick(active, off, len)
-  return {active = active, at = window_positions(active, off, len), marks = {}, lines = {}}
+-- The ids of ARGV's jobs of kind "ready" (ARGV from `first`, `step` values per job: kind,
+-- then id).
+local function wanted_ready(first, step)
+  local wanted = {}
+  for i = first, #ARGV, step do
+    if ARGV[i] == 'ready' then wanted[ARGV[i + 1]] = true end
+  end
+  return wanted
+end
+
+-- A pick: where the wanted ready jobs are in the window, the marked entries, the lines
+-- touched. `first` and `step`: where ARGV's jobs start and how many values each has.
+local function new_pick(active, off, len, first, step)
+  local at = window_positions(active, off, len, wanted_ready(first, step))
+  return {active = active, at = at, marks = {}, lines = {}}
 end
 
 -- Whether job `id` is where `kind` and `field` say (see above), without taking it; the
