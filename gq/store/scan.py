@@ -45,7 +45,7 @@ class Page:
 
     found: list[Found]
     following: Callable[[frozenset[str]], str | None]
-    #: For the active list: how many entries from the tail this page's window starts at.
+    #: For the active list: the window it read (offset from the tail, length).
     window: tuple[int, int] | None = None
 
     def next(self, removed: frozenset[str] = frozenset()) -> str | None:
@@ -105,7 +105,7 @@ def _ready(admin: QueueAdmin, where: str, position: str, count: int) -> Page:
             return "ready|lines|0"
         return f"ready|list|{offset + len(ids) - sum(1 for i in ids if i in removed)}"
 
-    return Page(found, following, window=(offset, offset + len(ids)))
+    return Page(found, following, window=(offset, len(ids)))
 
 
 def _lines(admin: QueueAdmin, position: str, count: int) -> Page:
