@@ -353,3 +353,21 @@ def test_scheduled_jobs_run_now_by_filter_a_grouped_one_in_its_line(backend: Bac
     assert q.stats()["grouped"] == 1 and q.stats()["scheduled"] == 1
     assert [j.id for j in q.jobs(JobFilter(group="acme")).jobs] == [lined]
     assert direct.zscore(w.q.keys.scheduled, waiting) == 4e9
+
+
+def test_a_purge_of_every_other_job_keeps_the_rest_in_order(
+    backend: Backend, monkeypatch: Any
+) -> None:
+    q, w, _ = setup(backend)
+    made = [f"j{i:05d}" for i in range(3100)]
+    w.q.push([(i, task_message(i, "app.odd" if n % 2 else "app.even")) for n, i in enumerate(made)])
+    new: list[str] = []
+    real = bulk.bulk.purge
+
+    def pushing(*args: Any) -> Any:
+        new.extend(w.ready("app.new") for _ in range(50))  # the window moves toward the head
+        return real(*args)
+
+    monkeypatch.setattr(bulk.bulk, "purge", pushing)
+    assert q.purge(JobFilter(task="app.odd")).done == 1550
+    assert w.active() == [*made[::2], *new]
