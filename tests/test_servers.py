@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import gevent
 import pytest
 import redis
 import redis.asyncio
@@ -18,10 +19,10 @@ import gq.aio
 from gq.dashboard import _client as dashboard_client
 from gq.errors import ConfigurationError
 from gq.store import base, servers
-from gq.store.connection import canonical_url, client_from_url
+from gq.store.connection import canonical_url, client_from_url, redact_url
 from gq.store.jobs import RedisQueue
-from tests.cli_support import ADMIN, env_for, run
-from tests.helpers import RedisServer, delete_keys, free_port
+from tests.cli_support import ADMIN, WORKER, env_for, run
+from tests.helpers import RedisServer, delete_keys, free_port, wait_until
 from tests.topologies import HOST, Node, start_node
 
 pytestmark = pytest.mark.timeout(60)
@@ -85,6 +86,35 @@ def test_library_round_trip_over_a_valkey_url(redis_server: RedisServer, queue_n
     job_id = gq.Producer(queue_name, url=url).perform(b"hello")
     assert gq.Queue(queue_name, url=url).stats()["ready"] == 1
     assert dashboard_client(url).lrange(f"{queue_name}:active", 0, -1) == [job_id.encode()]
+    consumer = gq.Consumer(queue_name, url=url)
+    seen: list[tuple[str, bytes]] = []
+
+    def handler(job: gq.Job) -> None:
+        seen.append((job.id, job.data))
+        consumer.stop()
+
+    running = gevent.spawn(consumer.consume, handler)
+    wait_until(lambda: running.ready(), 20, message="the consumer drained the job and stopped")
+    running.get()
+    assert seen == [(job_id, b"hello")]
+    assert gq.Queue(queue_name, url=url).stats()["ready"] == 0
+    assert not redis_server.client().hexists(f"{queue_name}:data", job_id)  # acknowledged
+
+
+@pytest.mark.real_redis
+def test_gq_worker_drains_a_queue_over_a_valkey_url(
+    redis_server: RedisServer, queue_name: str
+) -> None:
+    ids = gq.Producer(queue_name, client=redis_server.client()).perform_many([b"", b"0.01"])
+    url = valkey_url(redis_server)
+    result = run(WORKER, "tests.handlers:record", "--burst", "--url", url,
+                 env=env_for(None, queue_name, handler_url=redis_server.url))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"url={redact_url(url)}" in result.stderr  # the URL as given, not rewritten
+    done = redis_server.client().lrange(f"{queue_name}:test:done", 0, -1)
+    assert sorted(done) == sorted(i.encode() for i in ids)
+    assert gq.Queue(queue_name, url=url).stats()["ready"] == 0
+    assert redis_server.client().hlen(f"{queue_name}:data") == 0
 
 
 @pytest.mark.real_redis
