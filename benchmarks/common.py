@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +170,13 @@ def percentiles(
     out["max"] = ordered[-1]
     out["mean"] = statistics.fmean(ordered)
     return out
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> None:
+    """Poll ``predicate`` every 20 ms until true; RuntimeError naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.02)

@@ -9,14 +9,16 @@ shutdown subtracted out. PYTHONHASHSEED is fixed so that dict and set layouts ar
 same in every run. Redis's side, on a dedicated redis-server: the scripts' usec (INFO
 commandstats, evalsha + eval) and calls in the same drains, (2N - N) / N as well.
 
-Modes (--modes, default all): ``bytes`` (above); ``task`` (``workers/task_worker.py``:
-a noop ``@app.task``; issue 20's target is a task at >= 0.85x a byte job); ``results``
-(``workers/results_worker.py``, the noop task with a result_ttl; issue 22's target is
-results on >= 0.85x off). Each is shown against the byte job of the same tree (and
-results against the task), as instructions and as the rate that a worker bound by its own
-CPU would reach (the inverse). With --before REV (default 2864a1e, the commit before the
-worker re-cut; "" to skip) gq as of REV (``git archive``, run through
-``workers/before.py``) is counted too, for bytes and task (results are not kept there).
+Modes (--modes, default bytes,task,results): ``bytes`` (above); ``task``
+(``workers/task_worker.py``: a noop ``@app.task``; issue 20's target is a task at
+>= 0.85x a byte job); ``results`` (``workers/results_worker.py``, the noop task with a
+result_ttl; issue 22's target is results on >= 0.85x off); ``groups`` (byte jobs spread
+round robin over 1,000 groups, as groups.py's drain; issue 36's target is >= 0.8x
+ungrouped). Each is shown against the byte job of the same tree (and results against the
+task), as instructions and as the rate that a worker bound by its own CPU would reach
+(the inverse). With --before REV (default 2864a1e, the commit before the worker re-cut;
+"" to skip) gq as of REV (``git archive``, run through ``workers/before.py``) is counted
+too, for every mode but results (results are not kept there).
 
 Buffer: 1000 by default (--buffer), what "auto" reaches in a native drain (100 ms at
 tens of thousands of jobs/s, capped at poller_buffer_max). Under valgrind the worker runs
@@ -24,7 +26,7 @@ tens of thousands of jobs/s, capped at poller_buffer_max). Under valgrind the wo
 rate, and that rate follows the machine's load: with --buffer auto the fetches per job,
 and the count, move with the load (spread 0.4-7.6% over two rounds; 1.2-2.7% with 1000).
 
-usage: instructions.py [--n N] [--repeat K] [--before REV] [--modes bytes,task,results]
+usage: instructions.py [--n N] [--repeat K] [--before REV] [--modes bytes,task,results,groups]
                        [--buffer B] [--keep DIR]
 """
 
@@ -44,6 +46,7 @@ import redis
 from common import WORKERS, command, dedicated_redis, machine, markdown_table, write_json
 from flow import forget, script_usec
 from gqbench import PYTHON, prefill
+from groups import prefill_groups
 from metrics_cost import old_tree
 
 sys.path.insert(0, str(WORKERS))
@@ -55,7 +58,9 @@ WORKERS_OF = {  # mode: (script, its arguments after URL QUEUE, before the buffe
     "bytes": ("gq_worker.py", [str(CONCURRENCY)]),
     "task": ("task_worker.py", [str(CONCURRENCY)]),
     "results": ("results_worker.py", [str(CONCURRENCY), str(RESULT_TTL)]),
+    "groups": ("gq_worker.py", [str(CONCURRENCY)]),
 }
+GROUPS = 1000
 COLLECTED = re.compile(r"Collected : (\d+)")
 
 
@@ -64,6 +69,9 @@ def fill(url: str, queue: str, mode: str, n: int) -> None:
     RESULT_TTL in the results mode), as tasks.py and results.py enqueue them."""
     if mode == "bytes":
         prefill(url, queue, n)
+        return
+    if mode == "groups":
+        prefill_groups(url, queue, n, GROUPS)
         return
     app = build(queue, RESULT_TTL if mode == "results" else 0)
     app.connect(url)

@@ -31,7 +31,16 @@ import uuid
 from pathlib import Path
 
 import redis
-from common import ROOT, WORKERS, command, dedicated_redis, machine, markdown_table, write_json
+from common import (
+    ROOT,
+    WORKERS,
+    command,
+    dedicated_redis,
+    machine,
+    markdown_table,
+    wait_for,
+    write_json,
+)
 from gqbench import delete_queue
 
 import gq
@@ -73,14 +82,6 @@ class Worker:
 def finished(client: redis.Redis, queue: str) -> dict[str, float]:
     rows = client.lrange(f"{queue}:bench:done", 0, -1)
     return {job_id: float(at) for job_id, at in (row.decode().split() for row in rows)}
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def crash_run(url: str, jobs: int, hold: int, tmp: Path) -> dict[str, float]:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         UnknownTaskError,
     )
     from gq.job import Job
+    from gq.jobfilter import JobFilter
     from gq.options import ConsumerOptions
     from gq.periodic import Periodic
     from gq.producer import Producer
@@ -56,6 +57,7 @@ __all__ = [
     "Job",
     "JobAlreadyExistsError",
     "JobCancelled",
+    "JobFilter",
     "JobTimeout",
     "Kill",
     "KillJobError",
@@ -87,6 +89,7 @@ _MODULES = {
     "Consumer": "gq.worker.consumer",
     "Producer": "gq.producer",
     "Job": "gq.job",
+    "JobFilter": "gq.jobfilter",
     "ConsumerOptions": "gq.options",
     "Periodic": "gq.periodic",
     "Queue": "gq.queue",

@@ -47,6 +47,9 @@ log = logging.getLogger("gq.metrics")
 INSTALL_HINT = "metrics need the prometheus_client package: pip install 'gq[metrics]'"
 
 # Worker metrics (labels: queue; gq_jobs_total also outcome).
+# gq_jobs_total's outcomes (gq.worker.recorder.OUTCOMES) count each ended attempt once:
+# "retried" (it runs again: gq.Retry, or an error with attempts left) apart from
+# "killed" (dead), so a queue of requested retries does not read as failing (issue 32).
 JOBS = "gq_jobs_total"
 RECOVERED = "gq_jobs_recovered_total"
 DURATION = "gq_job_duration_seconds"

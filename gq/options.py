@@ -32,9 +32,9 @@ MINIMUMS: dict[str, float] = {
 #: The shortest lease a consumer can state (the minimums above): a custodian looks at the
 #: consumers silent this long, then judges each by the lease it stated (gq/worker/lease.py).
 SHORTEST_LEASE = MINIMUMS["heartbeat_poll_interval"] + MINIMUMS["custodian_consumer_timeout"]
-#: The lease of a consumer that stated none (a curlyq consumer, or gq before leases were
-#: stated): curlyq's defaults, 60 s heartbeats + 60 s timeout, so that a live Go consumer
-#: is never taken for dead by gq's shorter defaults.
+#: The default lease of a consumer that states none (a curlyq consumer): curlyq's
+#: defaults, 60 s heartbeats + 60 s timeout, so that a live Go consumer is never taken for
+#: dead by gq's shorter defaults (``custodian_unstated_lease``).
 UNSTATED_LEASE = 120.0
 
 _DURATIONS = {
@@ -48,6 +48,7 @@ _DURATIONS = {
     "scheduler_max_backoff",
     "custodian_poll_interval",
     "custodian_consumer_timeout",
+    "custodian_unstated_lease",
     "custodian_max_backoff",
     "job_timeout",
     "dead_max_age",
@@ -132,6 +133,10 @@ class ConsumerOptions:
     custodian_consumer_timeout: float = 20.0
     """Default 20 s (curlyq: 60 s), minimum 5 s. A consumer silent for heartbeat interval +
     this is dead: its lease, stated in its facts, so each consumer is judged by its own."""
+    custodian_unstated_lease: float = UNSTATED_LEASE
+    """Default 120 s (gq). The lease of a consumer that states none in its facts (a curlyq
+    consumer): curlyq's default heartbeat interval + consumer timeout; set it to your Go
+    consumers' own if you changed theirs."""
     custodian_max_jobs: int = 50
     """Default 50, minimum 1. Jobs recovered per pass; a full pass repeats at once."""
     custodian_max_attempts: int | None = 0

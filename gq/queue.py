@@ -16,8 +16,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from gq import bulk, jobsearch
 from gq import job as jobs
 from gq.errors import ConfigurationError, ConsumerAlive
+from gq.jobfilter import JobFilter
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.store.admin import FlowState, QueueAdmin
 from gq.store.config import resolve_client
@@ -141,6 +143,57 @@ class Queue:
         within a second and is acknowledged, not retried. Unknown and dead ids are not an
         error: they are not counted."""
         return sum(1 for outcome in self.store.cancel(list(ids)) if outcome)
+
+    # -- by filter (issue 34: gq/jobfilter.py, gq/jobsearch.py, gq/bulk.py) ----------------
+
+    def jobs(
+        self, filter: JobFilter | None = None, limit: int = 50, cursor: str | None = None,
+        budget: float | None = None,
+    ) -> jobsearch.SearchPage:  # fmt: skip
+        """Up to ``limit`` jobs matching ``filter`` (ready, scheduled, dead, running), from
+        ``cursor`` (a page's ``cursor``: None at the end); ``budget`` seconds cap the scan."""
+        return jobsearch.search(self.store, filter or JobFilter(), limit, cursor, budget)
+
+    def purge(
+        self, filter: JobFilter, *, dry_run: bool = False, everything: bool = False
+    ) -> bulk.BulkResult:
+        """Remove the ready and scheduled jobs matching ``filter`` with their bookkeeping;
+        a filter that narrows nothing needs ``everything=True``."""
+        bulk.unfiltered_guard(filter, everything or dry_run, "purge")
+        return bulk.purge(self.store, filter, dry_run)
+
+    def move(self, filter: JobFilter, *, to: str, dry_run: bool = False) -> bulk.BulkResult:
+        """Move the ready, scheduled and dead jobs matching ``filter`` to queue ``to``."""
+        return bulk.move(self.store, Queue(to, client=self.client).store, filter, dry_run)
+
+    def retry_dead(
+        self, filter: JobFilter, *, reset_attempts: bool = False, dry_run: bool = False
+    ) -> bulk.BulkResult:
+        """Queue again the dead jobs matching ``filter``."""
+        return bulk.retry_dead(self.store, filter, reset_attempts, dry_run)
+
+    def delete_dead(
+        self, filter: JobFilter, *, dry_run: bool = False, everything: bool = False
+    ) -> bulk.BulkResult:
+        """Delete the dead jobs matching ``filter``; one narrowing nothing needs
+        ``everything=True``."""
+        bulk.unfiltered_guard(filter, everything or dry_run, "delete")
+        return bulk.delete_dead(self.store, filter, dry_run)
+
+    def run_scheduled(self, filter: JobFilter, *, dry_run: bool = False) -> bulk.BulkResult:
+        """Run now the scheduled jobs matching ``filter`` (a grouped one joins its line)."""
+        return bulk.run_scheduled(self.store, filter, dry_run)
+
+    def reschedule(
+        self, filter: JobFilter, *, at: float | None = None, after: float | None = None,
+        dry_run: bool = False,
+    ) -> bulk.BulkResult:  # fmt: skip
+        """New due time for the scheduled jobs matching ``filter``: ``at`` unix seconds, or
+        ``after`` seconds from the server's now."""
+        if (at is None) == (after is None):
+            raise ConfigurationError("reschedule needs one of at= and after=")
+        when = float(after if at is None else at)  # type: ignore[arg-type]
+        return bulk.reschedule(self.store, filter, when, relative=at is None, dry_run=dry_run)
 
     def stats(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> dict[str, Any]:
         """What ``gq stats --json`` prints: jobs per state, consumers alive, silent and dead, the

@@ -93,6 +93,7 @@ def consumers(client: redis.Redis, emails: BothSides) -> None:
         emails.register(consumer)
         write_facts(client, "emails", consumer, host=host, pid=3100 + i, running=running,
                     jobs_done=182_311 + 9_000 * i, jobs_failed=37 + i,
+                    jobs_retried=35 + i, jobs_dead=2,
                     rss_bytes=(142 + 11 * i) * 1048576, cpu_percent=41.0 + 7 * i)  # fmt: skip
     client.zadd(emails.keys.consumers, {emails.keys.inflight(str(uuid.uuid4())): time.time() - 900})
 

@@ -140,7 +140,8 @@ def write_facts(
     facts = {
         "id": consumer_id, "host": "worker-7", "pid": 4242, "started_at": now - 3725,
         "version": gq.__version__, "queues": [queue], "concurrency": 50, "running": 7,
-        "jobs_done": 12345, "jobs_failed": 12, "rss_bytes": 150 * 1048576,
+        "jobs_done": 12345, "jobs_failed": 42, "jobs_retried": 30, "jobs_dead": 12,
+        "rss_bytes": 150 * 1048576,
         "cpu_percent": 37.5, "updated_at": now, **overrides,
     }  # fmt: skip
     client.set(f"{queue}:facts:{consumer_id}", json.dumps(facts), px=120_000)

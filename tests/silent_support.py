@@ -38,8 +38,10 @@ def one_live_one_silent(client: redis.Redis, queue: str) -> float:
     then = now - SILENT_FOR
     client.zadd(keys.consumers, {keys.inflight(LIVE): now, keys.inflight(SILENT): then})
     client.sadd(keys.inflight(SILENT), "job-1", "job-2", "job-3")
-    live = facts(LIVE, queue, now, running=2, jobs_done=40, jobs_failed=0)
-    silent = facts(SILENT, queue, then, running=97, jobs_done=1600, jobs_failed=3)
+    live = facts(LIVE, queue, now, running=2, jobs_done=40, jobs_failed=0,
+                 jobs_retried=0, jobs_dead=0)  # fmt: skip
+    silent = facts(SILENT, queue, then, running=97, jobs_done=1600, jobs_failed=3,
+                   jobs_retried=0, jobs_dead=3)  # fmt: skip
     client.set(keys.facts(LIVE), json.dumps(live), px=600_000)
     client.set(keys.facts(SILENT), json.dumps(silent), px=600_000)
     return now

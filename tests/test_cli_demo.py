@@ -26,41 +26,54 @@ def demo_keys(server: RedisServer) -> set[bytes]:
 
 
 @pytest.mark.timeout(60)
-def test_demo_runs_its_default_10000_jobs_on_the_embedded_server_without_redis() -> None:
+def test_demo_runs_its_default_5000_jobs_on_the_embedded_server_without_redis() -> None:
     url = closed_port_url()
     result = run(ADMIN, "demo", env=env_for(url, None), timeout=50)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert (
-        "gq demo: 10,000 jobs of task demo.simulated_io, each waiting 10 ms (simulated I/O), "
-        "500 at once" in out
+        "gq demo: 5,000 jobs of task demo.simulated_io, each waiting 200 ms (simulated I/O), "
+        "1,000 at once" in out
     )
     assert "backend: embedded in-process server (fakeredis://)" in out
     assert f"no Redis at {url}" in out
-    assert "enqueued 10,000 jobs in" in out
-    assert re.search(r"^processed 10,000 jobs in \d+\.\d\d s: [\d,]+ jobs/s$", out, re.M), out
+    assert "enqueued 5,000 jobs in" in out
+    assert re.search(r"^processed 5,000 jobs in \d+\.\d\d s: [\d,]+ jobs/s$", out, re.M), out
+    # The ideal: 1,000 handlers busy all the time, 200 ms a job; then how close the run came.
     assert re.search(
-        r"^ideal run: 0\.20 s \(10,000 jobs x 10 ms / 500 at once\); "
-        r"efficiency \d+%$",
+        r"^ideal: 5,000 jobs/s \(1,000 at once, 200 ms each: 5,000 jobs in 1\.00 s\); "
+        r"this run reached \d+% of it$",
         out,
         re.M,
     ), out
+    assert "ran on the embedded server, inside this process" in out
+    assert "next: start Redis (redis-server) and run `gq demo` again" in out
     # Not a terminal: plain progress lines, the last one at 100%.
     progress = [line for line in result.stderr.splitlines() if line.startswith("progress:")]
-    assert progress and progress[-1].startswith("progress: 10,000/10,000 jobs (100%)")
+    assert progress and progress[-1].startswith("progress: 5,000/5,000 jobs (100%)")
     assert "\r" not in result.stderr
 
 
 def test_demo_uses_redis_when_one_answers_and_deletes_its_queue(redis_server: RedisServer) -> None:
     before = demo_keys(redis_server)
-    result = run(
-        ADMIN, "demo", "--jobs", "2000", "--concurrency", "100", env=env_for(redis_server.url, None)
-    )
+    result = run(ADMIN, "demo", "--jobs", "2000", "--concurrency", "100", "--wait", "0.01",
+                 env=env_for(redis_server.url, None))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert f"backend: Redis at {redis_server.url}" in result.stdout
     assert "processed 2,000 jobs" in result.stdout
-    assert "ideal run: 0.20 s (2,000 jobs x 10 ms / 100 at once)" in result.stdout
+    assert "ideal: 10,000 jobs/s (100 at once, 10 ms each: 2,000 jobs in 0.20 s)" in result.stdout
+    assert f"ran on the Redis at {redis_server.url}" in result.stdout
+    assert f"next: run tasks of your own with a worker (README.md, Quick example): " \
+           f"gq-worker webhooks:app --url {redis_server.url}" in result.stdout  # fmt: skip
     assert demo_keys(redis_server) <= before
+
+
+def test_the_ideal_counts_a_last_partial_wave_as_a_whole_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    demo._report(n=150, elapsed=0.5, wait=0.2, concurrency=100)  # two waves: 0.4 s at best
+    assert "ideal: 375 jobs/s (100 at once, 200 ms each: 150 jobs in 0.40 s); " \
+           "this run reached 80% of it" in capsys.readouterr().out  # fmt: skip
 
 
 def test_demo_without_redis_or_fakeredis_says_what_to_install_and_exits_3() -> None:

@@ -37,7 +37,6 @@ from gq.errors import (
     ShutdownTimeoutError,
 )
 from gq.job import Job
-from gq.options import UNSTATED_LEASE
 from gq.store.connection import client_from_url
 from gq.store.keys import QueueKeys
 from tests.curlyq_state import (
@@ -171,6 +170,7 @@ def test_new_consumer_applies_the_correct_default_options(backend: Backend) -> N
         "custodian_max_backoff": 30.0,
         "custodian_max_jobs": 50,
         "custodian_poll_interval": 5.0,
+        "custodian_unstated_lease": 120.0,  # gq's: a curlyq consumer states no lease
         "heartbeat_max_attempts": 0,
         "heartbeat_max_backoff": 30.0,
         "heartbeat_poll_interval": 5.0,
@@ -781,10 +781,10 @@ def test_run_cleans_up_jobs_orphaned_by_dead_consumers(
     dead_consumer = gq.Consumer(backend.queue, client=direct)
     live_consumer = gq.Consumer(backend.queue, client=direct)
     now = server_now(direct)
-    # It wrote no facts, as a curlyq consumer: it is judged by curlyq's lease (or the
-    # custodian's own, where longer), not by gq's shorter one.
-    timeout = consumer.opts.heartbeat_poll_interval + consumer.opts.custodian_consumer_timeout
-    register_consumer(direct, keys, dead_consumer.inflight_key, now - max(timeout, UNSTATED_LEASE))
+    # It wrote no facts, as a curlyq consumer: it is judged by the lease of a consumer that
+    # states none (curlyq's, by default), not by gq's shorter one.
+    timeout = consumer.opts.custodian_unstated_lease
+    register_consumer(direct, keys, dead_consumer.inflight_key, now - timeout)
     assign_jobs(direct, keys, orphaned_jobs, dead_consumer.inflight_key)
     register_consumer(direct, keys, live_consumer.inflight_key, now)
     assign_jobs(direct, keys, inflight_jobs, live_consumer.inflight_key)

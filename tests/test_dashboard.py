@@ -132,6 +132,9 @@ def test_queue_page_shows_counts_oldest_age_and_consumers_with_their_facts(
     for shown in ("worker-7", "4242", "7 / 50", "150.0 MB", "37.5%", "1h02m", gq.__version__):
         assert shown in body, shown
     assert "12\u202f345" in body  # jobs done
+    # Retries apart from the jobs that went to dead, not one "failed" figure (issue 32).
+    assert 'data-field="jobs_retried">30<' in body and 'data-field="jobs_dead">12<' in body
+    assert "<th>Retried</th><th>Dead</th>" in body and "<th>Failed</th>" not in body
     assert "the consumer wrote no facts" in body
 
 

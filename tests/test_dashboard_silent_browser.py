@@ -51,7 +51,7 @@ def test_a_silent_consumer_shows_silent_for_n_s_with_its_jobs_to_be_recovered(
         assert recovery.endswith(("(in 1m30s)", "(in 1m29s)")), recovery
         assert cell(silent, "in_flight").startswith("3")
         assert (cell(silent, "running"), cell(silent, "jobs_done")) == ("97 / 200", "1\u202f600")
-        assert cell(silent, "jobs_failed") == "3"
+        assert (cell(silent, "jobs_retried"), cell(silent, "jobs_dead")) == ("0", "3")
         live = browser.find_element(By.CSS_SELECTOR, f'tr[data-consumer="{LIVE}"]')
         assert (
             live.get_attribute("class") == "alive"

@@ -241,6 +241,8 @@ def test_gq_consumers_shows_each_consumers_facts(redis_server: RedisServer, rq: 
     rq.register("worker-a")
     recorder = Recorder(rq.keys.name)
     recorder.done(12)
+    for outcome in ("retried", "retried", "retried", "killed"):  # 3 retries, 1 job to dead
+        recorder.failed(outcome)
     reporter = Reporter(
         {rq.keys.name: rq}, "worker-a", ConsumerOptions(), {rq.keys.name: recorder}, "test"
     )
@@ -252,14 +254,19 @@ def test_gq_consumers_shows_each_consumers_facts(redis_server: RedisServer, rq: 
     assert result.returncode == 0, result.stderr
     host, pid = re.escape(socket.gethostname()), os.getpid()
     version = re.escape(gq.__version__)
-    line = rf"^worker-a\s+{host}\s+{pid}\s+{version}\s+0\s+12\s+0\s+\d+M\s+\d+%\s.*\s0\s+alive$"
+    # RUNNING 0, DONE 12, RETRIED 3, DEAD 1: retries are not failures (issue 32)
+    line = rf"^worker-a\s+{host}\s+{pid}\s+{version}\s+0\s+12\s+3\s+1\s+\d+M\s+\d+%\s.*\s0\s+alive$"
     assert re.search(line, result.stdout, re.M), result.stdout
-    assert re.search(r"^curlyq-b(\s+-){9}\s.*\s0\s+alive$", result.stdout, re.M), result.stdout
+    assert "RETRIED" in result.stdout and "DEAD" in result.stdout and "FAILED" not in result.stdout
+    assert re.search(r"^curlyq-b(\s+-){10}\s.*\s0\s+alive$", result.stdout, re.M), result.stdout
 
     result = run(ADMIN, "consumers", "--json", env=env)
     entries = {e["consumer"]: e for e in map(json.loads, result.stdout.splitlines())}
     assert entries["worker-a"]["host"] == socket.gethostname()
     assert entries["worker-a"]["jobs_done"] == 12 and entries["worker-a"]["rss_bytes"] > 1e6
+    names = ("jobs_failed", "jobs_retried", "jobs_dead")
+    counts = {name: entries["worker-a"][name] for name in names}
+    assert counts == {"jobs_failed": 4, "jobs_retried": 3, "jobs_dead": 1}
     assert entries["curlyq-b"]["host"] is None and entries["curlyq-b"]["alive"]
 
 

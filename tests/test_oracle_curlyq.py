@@ -42,7 +42,8 @@ from tests.queue_sides import BothSides
 # README's "better than curlyq" list, docs/wire.md); nothing else may differ.
 BY_DESIGN = {
     "poison": "a job recovered more than max_recoveries times in a row, from crashes it ran "
-    "alone in, goes to dead with the reason in its message; curlyq queues it forever",
+    "alone in, goes to dead with the reason in its message (and a recovery that queued "
+    "nothing raises no signal); curlyq queues it forever",
     "suspect_alone": "a job recovered twice or more in a row is fetched alone and a batch "
     "stops before it, so a poison job charges no neighbour; curlyq fetches it with others",
     "recovered_order": "recovery queues a crashed consumer's ids in its set's order; curlyq "
@@ -211,6 +212,8 @@ class OracleMachine(RuleBasedStateMachine):
             assert jobs.decode(message).attempt == self.attempt.get(job_id.decode(), 0)
             pipe.zadd(self.cq_keys.dead, {job_id: score + self.skew})
             pipe.hset(self.cq_keys.data, job_id, message)
+        if not queued and not self.client.exists(self.gq.keys.signal):
+            pipe.delete(self.cq_keys.signal)  # every recovered id went to dead: no signal
         pipe.execute()
 
     def _poisoned(self) -> dict[bytes, tuple[float, bytes]]:

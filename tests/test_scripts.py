@@ -9,6 +9,7 @@ import redis
 
 import gq
 from gq import scripts
+from gq.store import bulk
 from gq.store.base import MAX_BATCH, is_refusal
 from gq.store.jobs import RedisQueue
 from gq.store.keys import QueueKeys
@@ -159,7 +160,38 @@ def _cases():
             == 1
         )
 
+    def purge(q, c):
+        c.hset(q.keys.data, mapping={"a": b"m", "s": b"m"})
+        c.rpush(q.keys.active, "a")
+        c.zadd(q.keys.scheduled, {"s": 5.0})
+        picks = [("ready", "a", "", None), ("scheduled", "s", "", None), ("dead", "x", "", None)]
+        assert bulk.purge(q, (0, 1), picks) == [1, 1, 0]
+
+    def move(q, c):
+        c.hset(q.keys.data, "a", b"m")
+        c.zadd(q.keys.dead, {"a": 5.0})
+        c.hset(q.keys.data, "b", b"m")
+        c.rpush(q.keys.active, "b")
+        c.hset(q.keys.name + "-t:data", "b", b"other")
+        picks = [("dead", "a", "", None), ("ready", "b", "", None), ("ready", "z", "", None)]
+        assert bulk.move(q, q.keys.name + "-t", (0, 1), picks) == [1, -1, 0]
+        c.delete(q.keys.name + "-t:data", q.keys.name + "-t:dead")
+
+    def move_in(q, c):
+        c.hset(q.keys.data, mapping={"b": b"m", "c": b"other"})
+        copies = [("dead", "a", b"m", 5.0, ""), ("ready", "b", b"m", None, ""),
+                  ("ready", "c", b"m", None, "")]  # fmt: skip
+        assert bulk.move_in(q, copies) == [1, 2, -1]
+
+    def reschedule(q, c):
+        c.zadd(q.keys.scheduled, {"s": 5.0})
+        assert bulk.reschedule(q, ["s", "x"], 60, relative=True) == [True, False]
+
     return [
+        purge,
+        move,
+        move_in,
+        reschedule,
         push,
         schedule,
         register,

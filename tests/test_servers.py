@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import gevent
 import pytest
 import redis
 import redis.asyncio
@@ -17,10 +18,12 @@ import gq
 import gq.aio
 from gq.dashboard import _client as dashboard_client
 from gq.errors import ConfigurationError
-from gq.store import servers
-from gq.store.connection import canonical_url, client_from_url
-from tests.cli_support import ADMIN, env_for, run
-from tests.helpers import RedisServer, delete_keys
+from gq.store import base, servers
+from gq.store.connection import canonical_url, client_from_url, redact_url
+from gq.store.jobs import RedisQueue
+from tests.cli_support import ADMIN, WORKER, env_for, run
+from tests.helpers import RedisServer, delete_keys, free_port, wait_until
+from tests.topologies import HOST, Node, start_node
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -83,6 +86,35 @@ def test_library_round_trip_over_a_valkey_url(redis_server: RedisServer, queue_n
     job_id = gq.Producer(queue_name, url=url).perform(b"hello")
     assert gq.Queue(queue_name, url=url).stats()["ready"] == 1
     assert dashboard_client(url).lrange(f"{queue_name}:active", 0, -1) == [job_id.encode()]
+    consumer = gq.Consumer(queue_name, url=url)
+    seen: list[tuple[str, bytes]] = []
+
+    def handler(job: gq.Job) -> None:
+        seen.append((job.id, job.data))
+        consumer.stop()
+
+    running = gevent.spawn(consumer.consume, handler)
+    wait_until(lambda: running.ready(), 20, message="the consumer drained the job and stopped")
+    running.get()
+    assert seen == [(job_id, b"hello")]
+    assert gq.Queue(queue_name, url=url).stats()["ready"] == 0
+    assert not redis_server.client().hexists(f"{queue_name}:data", job_id)  # acknowledged
+
+
+@pytest.mark.real_redis
+def test_gq_worker_drains_a_queue_over_a_valkey_url(
+    redis_server: RedisServer, queue_name: str
+) -> None:
+    ids = gq.Producer(queue_name, client=redis_server.client()).perform_many([b"", b"0.01"])
+    url = valkey_url(redis_server)
+    result = run(WORKER, "tests.handlers:record", "--burst", "--url", url,
+                 env=env_for(None, queue_name, handler_url=redis_server.url))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"url={redact_url(url)}" in result.stderr  # the URL as given, not rewritten
+    done = redis_server.client().lrange(f"{queue_name}:test:done", 0, -1)
+    assert sorted(done) == sorted(i.encode() for i in ids)
+    assert gq.Queue(queue_name, url=url).stats()["ready"] == 0
+    assert redis_server.client().hlen(f"{queue_name}:data") == 0
 
 
 @pytest.mark.real_redis
@@ -185,3 +217,75 @@ def test_the_real_servers_info_is_judged_supported(redis_server: RedisServer) ->
     info = redis_server.client().info("server")
     assert servers.refusal(info) is None
     assert servers.version_tuple(str(info["redis_version"])) >= servers.OLDEST_SUPPORTED
+
+
+# -- answers that differ by server ---------------------------------------------------------------
+# Redis 6.2 wraps the error of a command called inside a script in the script's own error
+# ("Error running script ... @user_script: 1: -OOM ..."); 7.0+ and Valkey answer the
+# command's error with its code first. gq reads both the same (gq.store.servers.error_code).
+
+WRAPPED_BY_6_2 = (
+    "Error running script (call to f_bd6f3018b28bbdb36260f19d3c44afed740db987): "
+    "@user_script:1: @user_script: 1: -{code} {text}"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        (WRAPPED_BY_6_2.format(code="OOM", text="command not allowed"), "OOM"),
+        (WRAPPED_BY_6_2.format(code="READONLY", text="You can't write"), "READONLY"),
+        ("@user_script: 1: -READONLY You can't write against a read only replica.", "READONLY"),
+        ("OOM command not allowed when used memory > 'maxmemory'. script: bd6f, on @user_s", "OOM"),
+        ("BUSY Redis is busy running a script", "BUSY"),
+        ("Error running script (call to f_8986): @user_script:1: WRONGTYPE Operation", ""),
+        ("GQNOTREGISTERED c1", "GQNOTREGISTERED"),
+        ("command not allowed when used memory > 'maxmemory'.", ""),
+    ],
+)
+def test_the_code_of_an_error_is_read_on_every_server(text: str, code: str) -> None:
+    assert servers.error_code(redis.ResponseError(text)) == code
+
+
+@pytest.mark.parametrize("code", ["OOM", "READONLY", "LOADING", "MASTERDOWN"])
+def test_a_wrapped_transient_error_is_not_a_refusal(code: str) -> None:
+    wrapped = redis.ResponseError(WRAPPED_BY_6_2.format(code=code, text="not now"))
+    assert not base.is_refusal(wrapped)
+    assert base.out_of_memory(wrapped) == (code == "OOM")
+    assert base.is_refusal(redis.ResponseError(WRAPPED_BY_6_2.format(code="X", text="no")))
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Node]]:
+    """Two servers of this run's kind (the PATH's redis-server, as the matrix sets it): one
+    full (maxmemory 1, noeviction), one a replica of a master that is not there."""
+    root = tmp_path_factory.mktemp("servers")
+    started = {
+        "full": start_node(root, ["--maxmemory", "1", "--maxmemory-policy", "noeviction"]),
+        "replica": start_node(root, ["--replicaof", HOST, str(free_port())]),
+    }
+    yield started
+    for node in started.values():
+        node.stop()
+
+
+def node_url(node: Node) -> str:
+    return f"redis://{HOST}:{node.port}/0"
+
+
+@pytest.mark.real_redis
+def test_a_full_server_refuses_a_push_as_a_full_queue(nodes: dict[str, Node]) -> None:
+    producer = gq.Producer("full", url=node_url(nodes["full"]))
+    with pytest.raises(gq.QueueFullError):
+        producer.perform(b"x")
+    with pytest.raises(gq.QueueFullError):
+        producer.perform_many([b"a", b"b"])
+
+
+@pytest.mark.real_redis
+def test_a_replica_refusing_a_scripts_write_means_not_now(nodes: dict[str, Node]) -> None:
+    queue = RedisQueue(client_from_url(node_url(nodes["replica"])), "replica")
+    with pytest.raises(redis.ResponseError) as refused:
+        queue.push([("j1", b"message")])
+    assert "read only replica" in str(refused.value)
+    assert not base.is_refusal(refused.value)  # the acker sends again, after a failover

@@ -201,3 +201,10 @@ def test_recover_consumer_refuses_a_live_one_and_hands_back_a_dead_ones_jobs(
     assert rq.client.hget(rq.keys.recovered, "job-of-gone") == b"1"  # counted as a crash
     with pytest.raises(gq.ConfigurationError):
         queue.recover_consumer("gone")  # no longer registered
+
+
+def test_the_lease_of_consumers_that_state_none_is_an_option(backend: Backend) -> None:
+    """A fleet whose Go consumers beat every 10 s tells gq so (--custodian-unstated-lease)."""
+    rq = _registered(backend, "go", silent_for=60)
+    _custodian(backend, custodian_unstated_lease=30).custodian_step()
+    assert rq.client.lrange(rq.keys.active, 0, -1) == [b"job-of-go"]

@@ -58,7 +58,10 @@ def test_a_worker_restarted_under_its_name_serves_a_tenant_at_its_limit_at_once(
     client.delete(running, f"{queue}:test:peaks")  # forget the killed handlers
     second = _worker(tmp_path, redis_server, queue, "--name", "web")
     try:
-        wait_until(lambda: client.llen(f"{queue}:test:done") >= 4, 40)
+        done = f"{queue}:test:done"
+        wait_until(lambda: client.llen(done) >= 4 or second.proc.poll() is not None, 40,
+                   message=f"4 jobs done; the first worker:\n{first.output}")  # fmt: skip
+        assert client.llen(done) >= 4, second.output
     finally:
         second.stop()
     assert "took over the name 'web'" in second.output

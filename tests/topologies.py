@@ -4,8 +4,11 @@ process is stopped by the fixture that started it."""
 
 from __future__ import annotations
 
+import functools
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -71,8 +74,8 @@ def start_node(
     if port is not None:
         return _launch(root, args, sentinel, port, ready)
     for attempt in range(3):
-        extra = ["--cluster-port", str(free_port())] if bus else []
-        node = _launch(root, [*args, *extra], sentinel, free_port(), ready=False)
+        port, extra = _ports(bus)
+        node = _launch(root, [*args, *extra], sentinel, port, ready=False)
         try:
             wait_for_ping(node)
             return node
@@ -81,6 +84,38 @@ def start_node(
             if "Address already in use" not in node.log or attempt == 2:
                 raise
     raise AssertionError("unreachable")
+
+
+def _ports(bus: bool) -> tuple[int, list[str]]:
+    """A free port for a server, and its cluster bus option: a free port of its own where
+    the server takes one (Redis 7.0+, Valkey); Redis 6.2's bus is always port + 10000, so
+    there both must be free."""
+    if not bus:
+        return free_port(), []
+    if _takes_cluster_port():
+        return free_port(), ["--cluster-port", str(free_port())]
+    while True:
+        port = free_port()
+        if port + 10000 <= 65535 and _is_free(port + 10000):
+            return port, []
+
+
+@functools.cache
+def _takes_cluster_port() -> bool:
+    """Whether the PATH's redis-server has ``cluster-port`` (Redis 7.0 and newer)."""
+    version = subprocess.run([require("redis-server"), "--version"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout  # fmt: skip
+    found = re.search(r"v=(\d+)\.(\d+)", version)
+    return found is None or (int(found.group(1)), int(found.group(2))) >= (7, 0)
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
 
 
 def _launch(root: Path, args: Sequence[str], sentinel: bool, port: int, ready: bool) -> Node:

@@ -14,6 +14,7 @@ import gq
 from gq.cli import (
     EXIT_FATAL,
     EXIT_USAGE,
+    bulk_cmd,
     dashboard_cmd,
     demo,
     flow_cmd,
@@ -43,8 +44,9 @@ from gq.errors import ConfigurationError
 from gq.queue import Queue
 
 DESCRIPTION = """\
-The gq operator's tool: look at a queue, enqueue from the shell, retry or delete dead
-and scheduled jobs, list consumers, or try gq out with `gq demo`.
+The gq operator's tool: look at a queue, enqueue from the shell, find jobs by filter
+(gq jobs), purge, move, retry or delete them in bulk, list consumers, or try gq out
+with `gq demo`.
 Every command but demo takes --url (or $GQ_REDIS_URL) and --queue (or $GQ_QUEUE), or
 --app module:app (or $GQ_APP) to use a gq.App's URL and queues.
 """
@@ -79,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands, conn, "dead", jobs_cmd.dead_list, jobs_cmd.dead_delete, retry=jobs_cmd.dead_retry
     )
     _add_job_set(commands, conn, "scheduled", jobs_cmd.scheduled_list, jobs_cmd.scheduled_delete)
+    bulk_cmd.add_parsers(commands, conn)
     _add_consumers(commands, conn)
     flow_cmd.add_parsers(commands, conn)
     group_cmd.add_parser(commands, conn)
@@ -182,7 +185,8 @@ def _add_job_set(
     retry: Command | None = None,
 ) -> None:
     """``gq dead|scheduled ACTION``: list, delete, and for dead jobs retry."""
-    help = f"list or delete {state} jobs" + (", or queue them again" if retry else "")
+    help = f"list or delete {state} jobs" + (", or queue them again" if retry else
+                                              ", run them now or reschedule them")  # fmt: skip
     parser = subcommand(commands, state, help, [], None)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     _add_job_list(actions, conn, state, list_)
@@ -195,6 +199,9 @@ def _add_job_set(
             "so a job that fails again goes back to dead)",
         )
     _add_job_action(actions, conn, state, "delete", delete)
+    if state == "scheduled":
+        _add_job_action(actions, conn, state, "run", jobs_cmd.scheduled_run)
+        bulk_cmd.add_reschedule(actions, conn)
 
 
 def _add_job_list(
@@ -208,6 +215,7 @@ def _add_job_list(
 
 _ACTION_HELP = {
     "retry": "queue dead jobs again, at the tail of the queue",
+    "run": "run scheduled jobs now: to the tail of the queue (a grouped one to its line)",
     "delete": "delete {state} jobs and free their ids",
 }
 
@@ -219,6 +227,8 @@ def _add_job_action(
     action = subcommand(actions, verb, _ACTION_HELP[verb].format(state=state), [conn], func)
     action.add_argument("ids", nargs="*", metavar="ID", help="job ids")
     action.add_argument("--all", action="store_true", help=f"every {state} job")
+    bulk_cmd.add_filter_flags(action, None)
+    bulk_cmd.add_action_flags(action, confirm=False)
     return action
 
 

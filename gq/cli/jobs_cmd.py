@@ -10,7 +10,8 @@ from itertools import islice
 from typing import Any, Callable, TypeVar
 
 from gq import job as jobs
-from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
+from gq.bulk import reset_attempts
+from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE, bulk_cmd
 from gq.cli.common import CliError
 from gq.cli.formatting import (
     ERROR_CHARS,
@@ -200,7 +201,9 @@ def dead_retry(args: argparse.Namespace, queue: Queue) -> int:
 
     def retry(ids: Sequence[str]) -> list[bool]:
         messages = rq.messages(ids) if args.reset_attempts else [None] * len(ids)
-        return rq.retry_dead([(job_id, _reset(message)) for job_id, message in zip(ids, messages)])
+        return rq.retry_dead(
+            [(job_id, reset_attempts(message)) for job_id, message in zip(ids, messages)]
+        )
 
     return _apply(args, rq, retry, "dead", "retried")
 
@@ -213,15 +216,12 @@ def scheduled_delete(args: argparse.Namespace, queue: Queue) -> int:
     return _apply(args, queue.store, queue.store.delete_scheduled, "scheduled", "deleted")
 
 
-def _reset(message: bytes | None) -> bytes | None:
-    """The message with its attempts back to 0; None (keep it) if it cannot be read."""
-    if message is None:
-        return None
-    try:
-        job = jobs.decode(message)
-    except jobs.MessageDecodeError:
-        return None
-    return jobs.encode(jobs.Job(id=job.id, data=job.data, attempt=0))
+def scheduled_run(args: argparse.Namespace, queue: Queue) -> int:
+    return _apply(args, queue.store, queue.store.run_scheduled, "scheduled", "queued")
+
+
+# What each action's past tense is the past of (bulk_cmd.by_filter's verbs).
+_VERBS = {"retried": "retry", "deleted": "delete", "queued": "run"}
 
 
 def _apply(
@@ -231,9 +231,18 @@ def _apply(
     state: str,
     verb: str,
 ) -> int:
-    """Run ``operation`` on the given ids, or with --all on every job of the set."""
+    """Run ``operation`` on the given ids, with --all on every job of the set, or on the
+    jobs the filter flags match (gq/cli/bulk_cmd.py); --dry-run counts, with filters or
+    --all."""
+    filtered = bulk_cmd.filtered(args)
+    if filtered or args.dry_run:
+        if args.ids or args.all == filtered:
+            raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them); "
+                           "--dry-run counts with --all or filters")  # fmt: skip
+        queue = Queue(rq.keys.name, client=rq.client)
+        return bulk_cmd.by_filter(args, queue, state, _VERBS[verb])
     if args.all == bool(args.ids):
-        raise CliError(EXIT_USAGE, "give job ids or --all (not both)")
+        raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them)")
     if args.all:
         done = rq.work_through(state, operation)
         print(f"{verb} {done} job(s)")

@@ -59,14 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="package.module:function to call, or package.module:app for a gq.App's tasks",
     )
     add_connection_flags(parser, several_queues=True)
-    parser.add_argument(
-        "--name",
-        help="who this worker is across restarts: restarted under its name, it takes its "
-        "crashed predecessor's jobs back at once, not after the lease; a second live worker "
-        "with the name refuses to start. With --processes, each child is NAME-<index>. "
-        "Default: the host's name and the process's index (host-0, host-1...; the next "
-        "free one)",
-    )
+    _add_name_flag(parser)
     parser.add_argument(
         "--burst",
         action="store_true",
@@ -81,6 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_option_flags(parser)
     add_process_flags(parser)
     return parser
+
+
+def _add_name_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--name",
+        help="who this worker is across restarts: restarted under its name, it takes its "
+        "crashed predecessor's jobs back at once, not after the lease; a second live worker "
+        "with the name refuses to start. With --processes, each child is NAME-<index>. "
+        "Default: the host's name and the process's index (host-0, host-1...; the next "
+        "free one)",
+    )
 
 
 def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
@@ -105,7 +109,8 @@ def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
 
 PROCESSES_HELP = """\
 Run several worker processes under one supervisor (for handlers that need more
-than one core). Each child is a full consumer with its own id. The first signal
+than one core). Each child is a full consumer with its own id and name
+(NAME-<index>, or the host's name and its index). The first signal
 stops every child gracefully, a second at once. The supervisor exits 0 when every
 child stopped cleanly, 2 or 3 as below before any child starts, 1 otherwise
 (including children that keep dying at start)."""

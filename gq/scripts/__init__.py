@@ -39,6 +39,10 @@ NAMES = (
     "push_group",
     "group_limits",
     "dead_outcome",
+    "purge",
+    "move",
+    "move_in",
+    "reschedule",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)

@@ -157,7 +157,7 @@ def out_of_memory(exc: redis.ResponseError) -> bool:
     # redis-py 4.4+ raises OutOfMemoryError (its text without the "OOM" code); older
     # versions a ResponseError that keeps it.
     oom = getattr(redis.exceptions, "OutOfMemoryError", ())
-    return isinstance(exc, oom) or str(exc).startswith("OOM")
+    return isinstance(exc, oom) or servers.error_code(exc) == "OOM"
 
 
 # Replies that say "not now" rather than "no": a failover in progress, a server loading
@@ -191,7 +191,7 @@ def is_refusal(exc: BaseException) -> bool:
     if isinstance(exc, PermissionDeniedError):
         return True
     return isinstance(exc, redis.ResponseError) and not (
-        isinstance(exc, _TRANSIENT_TYPES) or str(exc).startswith(_TRANSIENT_CODES)
+        isinstance(exc, _TRANSIENT_TYPES) or servers.error_code(exc) in _TRANSIENT_CODES
     )
 
 

@@ -26,6 +26,14 @@ class ConsumerReports(ScriptedQueue):
         (expired, a curlyq consumer, or not JSON)."""
         return [_json_object(raw) for raw in self.facts(consumer_ids)]
 
+    def heartbeats(self) -> list[tuple[str, float]]:
+        """Every registered consumer and its last heartbeat (server s), least recent first;
+        one ZRANGE, whatever its in-flight keys hold."""
+        prefix = self.keys.inflight("")
+        reply = self.client.zrange(self.keys.consumers, 0, -1, withscores=True)
+        members = [(as_text(member), float(score)) for member, score in reply]
+        return [(k[len(prefix) :] if k.startswith(prefix) else k, at) for k, at in members]
+
     def history(self, now: float, minutes: int = 60) -> list[tuple[int, int, int, int]]:
         """(minute start, done, failed, retried) for the ``minutes`` minutes up to the one
         holding ``now`` (unix seconds), oldest first; one round trip over the hour keys

@@ -1,4 +1,5 @@
-"""The servers gq runs on: Redis 6.2 or newer, or Valkey (which reports itself as Redis 7.2+).
+"""The servers gq runs on: Redis 6.2 or newer, or Valkey (which reports itself as Redis 7.2+),
+and how their answers differ.
 
 gq's scripts use commands and Lua behaviour that older servers lack (``LMOVE``/``BLMOVE``
 and ``ZMSCORE`` are 6.2's), and an old server fails them one by one, deep in a worker, with
@@ -19,6 +20,10 @@ from gq.errors import ConfigurationError
 
 OLDEST_SUPPORTED = (6, 2)
 _LEADING_DIGITS = re.compile(r"\d+")
+# Redis 6.2 wraps the error of a command that a script called in one of its own: "Error
+# running script (call to f_<sha>): @user_script:1: @user_script: 1: -OOM command not
+# allowed...". Redis 7.0+ and Valkey answer the command's error itself, its code first.
+_WRAPPED_IN_SCRIPT = re.compile(r"@user_script: ?\d+: -([A-Z]+) ")
 
 # Clients whose server passed the check: one INFO per client, however many queues share it.
 _checked: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
@@ -28,6 +33,18 @@ def version_tuple(text: str) -> tuple[int, ...]:
     """``"6.2.5"`` as ``(6, 2, 5)``; the numeric prefix of each part (``"7.4.0-v1"``)."""
     return tuple(int(match.group()) if (match := _LEADING_DIGITS.match(part)) else 0
                  for part in text.split("."))  # fmt: skip
+
+
+def error_code(exc: BaseException) -> str:
+    """The code of a Redis error reply ("OOM", "READONLY"...), also when Redis 6.2 wrapped
+    it in a script's error; "" when it has none (redis-py drops the code of the replies it
+    maps to an exception type of their own: check the type first)."""
+    text = str(exc)
+    wrapped = _WRAPPED_IN_SCRIPT.search(text)
+    if wrapped:
+        return wrapped.group(1)
+    first = text.split(" ", 1)[0]
+    return first if first.isalpha() and first.isupper() else ""
 
 
 def refusal(info: dict[Any, Any]) -> str | None:

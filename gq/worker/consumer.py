@@ -191,11 +191,11 @@ class Consumer:
     def _run(self, handler: Handler) -> None:
         opts, liveness = self.opts, self._liveness
         liveness.register()  # before anything else; a failure raises at once
-        log.info("%s: started (concurrency=%d, buffer=%s)", self.context,
-                 opts.processor_concurrency, opts.poller_buffer_size)  # fmt: skip
         check_eviction_policy(self._queue, self.context)
         run = self._build(handler)
         self._claim_name(run)
+        log.info("%s: started (concurrency=%d, buffer=%s)", self.context,
+                 opts.processor_concurrency, opts.poller_buffer_size)  # fmt: skip
         watching = watchdog.enable(opts.hub_block_warning)
         liveness.start_thread_heartbeat()
         loops = run_loops(run, self._maintenance, liveness, self._periodic, opts, self.context)
@@ -212,8 +212,11 @@ class Consumer:
 
     def _claim_name(self, run: Run) -> None:
         """Hold this consumer's name, taking a crashed predecessor's jobs back now; a live
-        namesake's refusal stops the run before any job is fetched."""
+        namesake's refusal stops the run before any job is fetched. Either way the facts,
+        and the lease they state, are written before the first fetch: a consumer that dies
+        on its first job is judged by its own lease, not by an unstated one's."""
         if self._name is None:
+            run.reporter.beat()  # never raises
             return
 
         def announce(name: str) -> None:

@@ -40,6 +40,7 @@ class DueTimes:
     def __init__(self) -> None:
         self.next = math.inf
         self.wake = Event()
+        self._overdue = math.inf  # a head seen due by this host's clock at the last read
 
     def note(self, at: float) -> None:
         """A job is due at ``at`` (unix seconds): wake the scheduler if that is sooner."""
@@ -50,10 +51,14 @@ class DueTimes:
     def read_heads(self, queues: Mapping[str, RedisQueue]) -> None:
         """After a pass: the earliest score left in the scheduled sets, one round trip each."""
         heads = [_head(queue) for queue in queues.values()]
-        known = [at for at in heads if at is not None]
-        self.next = min(known, default=math.inf)
-        if self.next <= time.time():
-            self.next = time.time() + SKEW_RETRY
+        head = min([at for at in heads if at is not None], default=math.inf)
+        now = time.time()
+        if head > now:
+            self.next, self._overdue = head, math.inf
+        elif head != self._overdue:  # it came due while the pass was on the wire: again now
+            self.next, self._overdue = now, head
+        else:  # due by this host's clock, still not by the server's: the clocks differ
+            self.next = now + SKEW_RETRY
 
     def delay(self, poll: float) -> float:
         """Seconds until the scheduler's next pass: the next due time, at most ``poll``."""

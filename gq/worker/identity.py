@@ -30,8 +30,8 @@ import gevent
 import psutil
 
 from gq.errors import ConfigurationError, GQError
-from gq.store.admin import QueueAdmin
 from gq.store.jobs import RedisQueue
+from gq.store.registry import ConsumerReports
 
 log = logging.getLogger("gq.consumer")
 
@@ -159,7 +159,7 @@ class Claim:
         """The facts of a live namesake that registered before this consumer, if any; the
         crashed ones' jobs are recovered."""
         for queue in self._queues.values():
-            admin = QueueAdmin(queue.client, queue.keys.name)
+            admin = ConsumerReports(queue.client, queue.keys.name)
             for entry in self._namesakes(admin, name):
                 if self._alive(admin, entry):
                     if self._first(entry):
@@ -168,8 +168,8 @@ class Claim:
                 self._take_over(queue, entry)
         return None
 
-    def _namesakes(self, admin: QueueAdmin, name: str) -> list[dict[str, Any]]:
-        found = [(cid, seen) for cid, seen, _ in admin.consumers() if cid != self._id]
+    def _namesakes(self, admin: ConsumerReports, name: str) -> list[dict[str, Any]]:
+        found = [(cid, seen) for cid, seen in admin.heartbeats() if cid != self._id]
         facts = admin.consumer_facts([cid for cid, _ in found])
         return [
             {**fact, "id": cid, "heartbeat_at": seen}
@@ -177,12 +177,12 @@ class Claim:
             if fact is not None and fact.get("name") == name
         ]
 
-    def _alive(self, admin: QueueAdmin, entry: dict[str, Any]) -> bool:
+    def _alive(self, admin: ConsumerReports, entry: dict[str, Any]) -> bool:
         if entry.get("machine") == self.process["machine"]:
             return not process_gone(entry)
         return self._beats(admin, entry)
 
-    def _beats(self, admin: QueueAdmin, entry: dict[str, Any]) -> bool:
+    def _beats(self, admin: ConsumerReports, entry: dict[str, Any]) -> bool:
         """Whether a namesake on another machine heartbeats within one of its intervals."""
         interval = entry.get("heartbeat_interval")
         wait = (interval if isinstance(interval, (int, float)) else 60.0) + WATCH_SLACK
@@ -191,7 +191,7 @@ class Claim:
                  wait)  # fmt: skip
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            seen = dict((cid, at) for cid, at, _ in admin.consumers()).get(entry["id"])
+            seen = dict(admin.heartbeats()).get(entry["id"])
             if seen is None or seen != entry["heartbeat_at"]:
                 return seen is not None  # it beat again; deregistered or recovered: gone
             gevent.sleep(WATCH_STEP)

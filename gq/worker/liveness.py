@@ -25,10 +25,6 @@ log = logging.getLogger("gq.consumer")
 # A local clock this far from the Redis server's is worth a warning: gq itself only uses
 # Redis time for liveness, but curlyq consumers on the same queue use their own clocks.
 CLOCK_SKEW_WARNING = 5.0
-# The thread heartbeat beats for a hub blocked by a handler at least this long before it
-# gives up (curlyq's consumer timeout; gq's lease is shorter, and a CPU-bound handler of
-# a minute must not have its jobs run again elsewhere).
-GIVE_UP_FLOOR = 60.0
 # The ticker greenlet's period at most (it proves to the thread heartbeat that the hub
 # runs, and notices when it did not).
 TICK_SECONDS = 1.0
@@ -84,7 +80,7 @@ class Liveness:
             lambda: [twin.register(self._id) for twin in twins if twin is not None],
             opts.heartbeat_poll_interval,
             self._context,
-            give_up_after=max(opts.custodian_consumer_timeout, GIVE_UP_FLOOR),
+            give_up_after=opts.custodian_consumer_timeout,
         )
         self.thread_heartbeat = beat
         beat.start()

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import redis
 
-from gq.options import SHORTEST_LEASE, UNSTATED_LEASE, ConsumerOptions
+from gq.options import SHORTEST_LEASE, ConsumerOptions
 from gq.store.base import describe
 from gq.store.jobs import DEAD_TRIM_BATCH, RedisQueue
 from gq.worker.due import DueListener, DueTimes
@@ -68,13 +68,14 @@ class Maintenance:
     def _recover(self, queue: RedisQueue) -> tuple[int, int]:
         """Jobs recovered from the consumers whose lease ended, and how many those were.
         Each consumer is judged by the lease its facts state (its own heartbeat interval +
-        consumer timeout), one that states none by curlyq's (UNSTATED_LEASE), or this
-        consumer's own where that is longer: gq's short defaults never take a live Go
-        consumer, beating once a minute, for dead."""
-        candidates = queue.expired_consumers(SHORTEST_LEASE, CANDIDATES)
+        consumer timeout), one that states none by ``custodian_unstated_lease`` (curlyq's
+        default lease): gq's short defaults never take a live Go consumer, beating once a
+        minute, for dead."""
+        unstated = self._opts.custodian_unstated_lease
+        shortest = min(SHORTEST_LEASE, lease_seconds(self._opts), unstated)
+        candidates = queue.expired_consumers(shortest, CANDIDATES)
         if not candidates:
             return 0, 0
-        unstated = max(lease_seconds(self._opts), UNSTATED_LEASE)
         by_lease: dict[float, list[str]] = {}
         for key, stated in zip(candidates, queue.stated_leases(candidates)):
             by_lease.setdefault(stated or unstated, []).append(key)

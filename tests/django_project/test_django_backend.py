@@ -89,3 +89,18 @@ def test_gq_task_options_on_djangos_task_decorator(client: redis.Redis) -> None:
     assert tasks.restock.enqueue("tea").id == result.id  # unique_for: the same job
     with pytest.raises(InvalidTask, match="retries"):
         task(retries=-1)(tasks.plain)  # gq's check, as Django's own checks say
+
+
+def test_a_valkey_url_in_options_is_read_as_the_redis_one(client: redis.Redis) -> None:
+    from django.tasks import TaskResultStatus, task_backends
+    from django.test import override_settings
+    from shop import tasks
+
+    valkey = "valkey://" + url_options()["url"].split("://", 1)[1]
+    backend = {"BACKEND": "gq.contrib.django.GQBackend", "QUEUES": [],
+               "OPTIONS": {"url": valkey}}  # fmt: skip
+    with override_settings(TASKS={"default": backend}):
+        result = tasks.add.using(queue_name="over-valkey").enqueue(2, 3)
+        assert client.hexists("over-valkey:data", result.id)  # the same server and database
+        found = task_backends["default"].get_result(result.id)
+        assert (found.status, found.args) == (TaskResultStatus.READY, [2, 3])

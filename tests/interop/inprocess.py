@@ -16,6 +16,9 @@ FAST = {
     "heartbeat_poll_interval": 0.3,
     "custodian_consumer_timeout": 1.0,
     "custodian_poll_interval": 0.2,
+    # A Go consumer states no lease: these tests' custodian takes one silent for as long as
+    # its own short lease for dead, as every custodian did before leases were stated.
+    "custodian_unstated_lease": 1.3,
     "scheduler_poll_interval": 0.1,
     "poller_poll_duration": 0.5,
 }

@@ -9,6 +9,8 @@ local function call_chunked(command, key, items)
 end
 
 local function hmget_chunked(key, ids)
+  -- One chunk (a fetch's batch): the reply is the table, not copied value by value.
+  if #ids > 0 and #ids <= CHUNK then return redis.call('HMGET', key, unpack(ids)) end
   local values = {}
   for i = 1, #ids, CHUNK do
     local part = redis.call('HMGET', key, unpack(ids, i, math.min(i + CHUNK - 1, #ids)))
