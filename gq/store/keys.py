@@ -164,6 +164,11 @@ class QueueKeys:
         id of the job that took it (gq/scripts/push_unique.lua)."""
         return f"{self.name}:unique:{lock}"
 
+    def progress(self, job_id: str) -> str:
+        """gq's own key: the progress a running job last reported (gq/store/progress.py),
+        expiring on its own; readers ignore it once the job no longer runs."""
+        return f"{self.name}:progress:{job_id}"
+
     def inflight(self, consumer_id: str) -> str:
         return f"{self.name}:inflight:{consumer_id}"
 

@@ -182,8 +182,10 @@ class App:
     def dispatcher(self) -> Dispatcher:
         """The dispatcher over the tasks registered so far (rebuilt after a registration)."""
         if self._dispatcher is None:
+            from gq.tasks import progress
             from gq.tasks.dispatch import Dispatcher
 
+            progress.use(lambda queue: self._store(queue)[0].client)
             self._dispatcher = Dispatcher(
                 self.tasks, self.raw_handlers, self.server_now, self.hooks, self.gather_results
             )
