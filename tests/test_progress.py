@@ -160,3 +160,25 @@ def test_gq_worker_s_task_progress_is_read_from_another_process(
     finally:
         worker.stop()
         redis_server.client().delete(f"{queue}:release")
+
+
+def test_under_eager_with_no_redis_a_report_is_checked_and_not_written() -> None:
+    import gq.testing
+
+    app = gq.App(queue="progress-eager")
+    refused: list[str] = []
+
+    @app.task(name="eager_steps")
+    def eager_steps() -> int:
+        job = gq.current_job()
+        assert job is not None
+        job.progress(0.5, "half")
+        try:
+            job.progress(2, "too far")
+        except ValueError as exc:
+            refused.append(str(exc))
+        return 1
+
+    with gq.testing.eager(app):
+        assert eager_steps.enqueue().get() == 1
+    assert refused == ["progress: fraction must be from 0 to 1, not 2"]

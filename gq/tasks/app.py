@@ -185,11 +185,15 @@ class App:
             from gq.tasks import progress
             from gq.tasks.dispatch import Dispatcher
 
-            progress.use(lambda queue: self._store(queue)[0].client)
+            progress.use(self._progress_client)
             self._dispatcher = Dispatcher(
                 self.tasks, self.raw_handlers, self.server_now, self.hooks, self.gather_results
             )
         return self._dispatcher
+
+    def _progress_client(self, queue: str) -> Any:
+        """The client a task's progress is written with; None for an app with no Redis."""
+        return self._store(queue)[0].client if self.connected() else None
 
     def _forget_dispatcher(self) -> None:
         self._dispatcher = None

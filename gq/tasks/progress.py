@@ -6,8 +6,9 @@ every ``INTERVAL`` seconds, by the next call after it; a report made since the l
 write is not flushed at the end, since the job's end makes it moot. A loop of 1,000
 calls costs one or two Redis commands.
 
-The worker's app says how to reach Redis (``use``); outside a worker (no app running
-jobs, gq.testing.eager) the reports are checked and kept, and not written.
+The worker's app says how to reach Redis (``use``); a run with no Redis to write to
+(outside a worker, or ``gq.testing.eager`` with an app that has no url or client) has
+its reports checked and kept, and not written.
 """
 
 from __future__ import annotations
@@ -63,9 +64,10 @@ class Reporter:
     def report(self, fraction: float, note: str, now: float) -> None:
         self.latest = (fraction, note)
         due = self.written_at is None or now - self.written_at >= INTERVAL
-        if due and _client_of is not None:
+        client = None if not due or _client_of is None else _client_of(self.run[0])
+        if client is not None:
             queue, job_id, attempt = self.run
-            write_progress(_client_of(queue), queue, job_id, (fraction, note, attempt))
+            write_progress(client, queue, job_id, (fraction, note, attempt))
             self.written_at, self.writes = now, self.writes + 1
 
 
