@@ -55,6 +55,16 @@ class QueueKeys:
         """gq's own key: periodic schedule name -> the last occurrence enqueued."""
         return f"{self.name}:periodic:enqueued"
 
+    @property
+    def periodic_runtime(self) -> str:
+        """gq's own key: schedule name -> a schedule added at runtime (gq.schedules)."""
+        return f"{self.name}:periodic:runtime"
+
+    @property
+    def periodic_paused(self) -> str:
+        """gq's own key: schedule name -> "1" for a runtime schedule that is paused."""
+        return f"{self.name}:periodic:paused"
+
     # -- flow control (SPEC section 9, gq/scripts/lib/flow.lua) --------------------------
 
     @property
