@@ -18,6 +18,7 @@ from typing import Any
 
 from gq import bulk, jobsearch
 from gq import job as jobs
+from gq import schedules
 from gq.errors import ConfigurationError, ConsumerAlive
 from gq.jobfilter import JobFilter
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
@@ -86,6 +87,35 @@ class Queue:
     @property
     def paused(self) -> bool:
         return self.store.flow().paused
+
+    # -- periodic schedules at runtime (gq/schedules.py, docs/periodic.md) -----------------
+
+    def add_periodic(self, name: str, task: str, *, cron: str | None = None,
+                     every: int | None = None, args: list[Any] | None = None,
+                     kwargs: dict[str, Any] | None = None, tz: str = "UTC") -> bool:  # fmt: skip
+        """Add (or change) schedule ``name``: ``task(*args, **kwargs)`` at every ``cron``
+        occurrence or ``every`` seconds; running workers pick it up within a heartbeat.
+        True if new; ConfigurationError for a bad rule or a name a code schedule holds."""
+        found = schedules.Schedule(name, task, cron, every, list(args or []),
+                                   dict(kwargs or {}), tz)  # fmt: skip
+        code = set(self.store.periodic_state()) - {s.name for s in self.periodic_schedules()}
+        return schedules.add(self.client, self.name, found, code)
+
+    def pause_periodic(self, name: str) -> None:
+        """Enqueue no occurrence of runtime schedule ``name`` until resumed (KeyError if none)."""
+        schedules.set_paused(self.client, self.name, name, True)
+
+    def resume_periodic(self, name: str) -> None:
+        """Resume ``name``: the next occurrence (or the latest missed one) is enqueued."""
+        schedules.set_paused(self.client, self.name, name, False)
+
+    def remove_periodic(self, name: str) -> bool:
+        """Remove runtime schedule ``name`` and its cursor; whether it existed."""
+        return schedules.remove(self.client, self.name, name)
+
+    def periodic_schedules(self) -> list[schedules.Schedule]:
+        """The runtime schedules of this queue (code ones: ``gq.periodic.describe``)."""
+        return schedules.listed(self.client, self.name)
 
     # -- limits ----------------------------------------------------------------------------
 

@@ -529,6 +529,7 @@ def test_gq_periodic_list_shows_rule_time_zone_last_and_next(
             "tz": "Europe/Paris",
             "last": last,
             "next": nightly.next_after(now),
+            "source": "code",  # (given in code, not added at runtime: gq periodic add)
         }
     ]
     assert describe(rq)[0].next == nightly.next_after(now)

@@ -449,3 +449,64 @@ def test_a_wrong_password_never_shows_in_errors_or_logs(
             again.config_set("requirepass", "")
         admin.close()
     assert not [text for text in texts if secret in text]
+
+
+def test_the_documented_rule_writes_and_reads_a_running_task_s_progress(server: Node) -> None:
+    """current_job().progress() (SET ... PX) and Result.progress() (GET) as the ACL user."""
+    queue = "{" + f"aclp-{uuid.uuid4().hex[:6]}" + "}"
+    admin = server.client()
+    admin.execute_command("ACL", "SETUSER", "gq-progress", *acl_rule(queue, "s3cret"))
+    client = client_from_url(f"redis://gq-progress:s3cret@{HOST}:{server.port}/0")
+    app = gq.App(client=client, queue=queue)
+    release = gevent.event.Event()
+
+    @app.task(result_ttl=60)
+    def halfway() -> None:
+        job = gq.current_job()
+        assert job is not None
+        job.progress(0.5, "half")
+        release.wait(20)
+
+    consumer = gq.Consumer(queue, client=client, poller_poll_duration=1.0)
+    worker = gevent.spawn(consumer.run, app)
+    try:
+        r = halfway.enqueue()
+        assert wait_until(r.progress) == (0.5, "half")
+        release.set()
+        r.get(timeout=10)
+    finally:
+        release.set()
+        consumer.stop()
+        worker.join(timeout=10)
+        assert worker.exception is None, worker.exception
+        BothSides(admin, queue).delete_queue()
+        admin.close()
+
+
+def test_the_documented_rule_adds_runs_pauses_and_removes_a_runtime_schedule(
+    server: Node,
+) -> None:
+    """gq periodic add/pause/remove (HSET, HEXISTS, HDEL) and the worker's read of them
+    (HGETALL) as the ACL user."""
+    queue = "{" + f"aclpr-{uuid.uuid4().hex[:6]}" + "}"
+    admin = server.client()
+    admin.execute_command("ACL", "SETUSER", "gq-sched", *acl_rule(queue, "s3cret"))
+    client = client_from_url(f"redis://gq-sched:s3cret@{HOST}:{server.port}/0")
+    ran: list[str] = []
+    consumer = gq.Consumer(queue, client=client, heartbeat_poll_interval=1,
+                           poller_poll_duration=1.0)  # fmt: skip
+    worker = gevent.spawn(consumer.run, lambda job: ran.append(job.id))
+    q = gq.Queue(queue, client=client)
+    try:
+        q.add_periodic("rt", "stamp", every=1)
+        wait_until(lambda: ran, 15, message="an occurrence run")
+        q.pause_periodic("rt")
+        assert q.periodic_schedules()[0].paused
+        assert q.remove_periodic("rt")
+    finally:
+        consumer.stop()
+        worker.join(timeout=10)
+        assert worker.exception is None, worker.exception
+        BothSides(admin, queue).delete_queue()
+        admin.close()
+    assert ran[0].startswith("periodic:rt:")

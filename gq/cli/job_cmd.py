@@ -43,6 +43,8 @@ def render(view: dict[str, Any]) -> str:
             continue
         if key == "traceback":  # (its own lines, indented, after the others)
             value = "\n" + "\n".join("  " + line for line in str(value).splitlines())
+        elif key == "progress":
+            value = f"{value['fraction']:.0%} {value['note']}".rstrip()
         elif key in _TIMES:
             value = local_time(float(value))
         elif not isinstance(value, str):

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
+from gq.cli import periodic_runtime_cmd as runtime_cmd
 from gq.cli.common import CliError
 from gq.cli.formatting import print_json_lines, table
 from gq.display import local_time, relative
@@ -81,6 +82,7 @@ def add_parser(commands: Any, conn: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     _add_list(actions, conn)
     _add_delete(actions, conn)
+    runtime_cmd.add_actions(actions, conn, _add_action)
 
 
 def _add_list(actions: Any, conn: argparse.ArgumentParser) -> None:
@@ -109,14 +111,19 @@ def _add_action(actions: Any, conn: argparse.ArgumentParser, name: str, func: An
 
 def list_schedules(args: argparse.Namespace, queue: Queue) -> int:
     infos = describe(queue.store)
+    runtime = {s.name: s for s in queue.periodic_schedules()}
     if args.json:
-        print_json_lines([info.as_dict() for info in infos])
+        print_json_lines([runtime_cmd.joined(info.as_dict(), runtime.pop(info.name, None))
+                          for info in infos] + runtime_cmd.unstarted(runtime))  # fmt: skip
         return EXIT_OK
-    if not infos:
+    if not infos and not runtime:
         print(f"no periodic schedules on queue {queue.name}")
         return EXIT_OK
     now = queue.store.server_time()
-    print(table(("NAME", "RULE", "TZ", "LAST", "", "NEXT", ""), [_row(i, now) for i in infos]))
+    rows = [(*_row(i, now), runtime_cmd.source(runtime.pop(i.name, None))) for i in infos]
+    rows += [(s.name, runtime_cmd.rule(s), s.tz, "-", "", "-", "", runtime_cmd.source(s))
+             for s in runtime.values()]  # fmt: skip
+    print(table(("NAME", "RULE", "TZ", "LAST", "", "NEXT", "", "SOURCE"), rows))
     return EXIT_OK
 
 

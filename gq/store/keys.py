@@ -55,6 +55,16 @@ class QueueKeys:
         """gq's own key: periodic schedule name -> the last occurrence enqueued."""
         return f"{self.name}:periodic:enqueued"
 
+    @property
+    def periodic_runtime(self) -> str:
+        """gq's own key: schedule name -> a schedule added at runtime (gq.schedules)."""
+        return f"{self.name}:periodic:runtime"
+
+    @property
+    def periodic_paused(self) -> str:
+        """gq's own key: schedule name -> "1" for a runtime schedule that is paused."""
+        return f"{self.name}:periodic:paused"
+
     # -- flow control (SPEC section 9, gq/scripts/lib/flow.lua) --------------------------
 
     @property
@@ -163,6 +173,11 @@ class QueueKeys:
         """gq's own key: the uniqueness lock ``lock`` of a task (unique_for), holding the
         id of the job that took it (gq/scripts/push_unique.lua)."""
         return f"{self.name}:unique:{lock}"
+
+    def progress(self, job_id: str) -> str:
+        """gq's own key: the progress a running job last reported (gq/store/progress.py),
+        expiring on its own; readers ignore it once the job no longer runs."""
+        return f"{self.name}:progress:{job_id}"
 
     def inflight(self, consumer_id: str) -> str:
         return f"{self.name}:inflight:{consumer_id}"

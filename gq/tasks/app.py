@@ -187,12 +187,18 @@ class App:
     def dispatcher(self) -> Dispatcher:
         """The dispatcher over the tasks registered so far (rebuilt after a registration)."""
         if self._dispatcher is None:
+            from gq.tasks import progress
             from gq.tasks.dispatch import Dispatcher
 
+            progress.use(self._progress_client)
             self._dispatcher = Dispatcher(
                 self.tasks, self.raw_handlers, self.server_now, self.hooks, self.gather_results
             )
         return self._dispatcher
+
+    def _progress_client(self, queue: str) -> Any:
+        """The client a task's progress is written with; None for an app with no Redis."""
+        return self._store(queue)[0].client if self.connected() else None
 
     def _forget_dispatcher(self) -> None:
         self._dispatcher = None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from gq.errors import EnvelopeError, Kill, UnknownTaskError
 from gq.job import Job
-from gq.tasks import envelope, wire_opts
+from gq.tasks import envelope, progress, wire_opts
 from gq.tasks.hooks import Attempt
 from gq.tasks.joblog import CURRENT as _CURRENT
 from gq.tasks.joblog import fields as log_fields
@@ -54,6 +54,13 @@ class CurrentJob:
     task: str
     headers: Mapping[str, str]
     group: str | None = None
+
+    def progress(self, fraction: float, note: str = "") -> None:
+        """Report how far the task is: ``fraction`` from 0 to 1 and a short ``note``
+        (at most 200 characters); a bad value raises ValueError or TypeError. Cheap in
+        a loop: written at most every half second (gq.tasks.progress), shown by
+        ``Result.progress()``, ``gq job`` and the dashboard while the job runs."""
+        progress.report((self.queue, self.id, self.attempt), fraction, note)
 
 
 def current_job() -> CurrentJob | None:

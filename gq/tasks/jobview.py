@@ -16,6 +16,7 @@ from gq import job as jobs
 from gq.errors import EnvelopeError
 from gq.store.base import ScriptedQueue
 from gq.store.outcomes import State, read_state, recent, status_of
+from gq.store.progress import read_progress
 from gq.tasks import envelope
 from gq.tasks.ids import id_time
 
@@ -94,7 +95,22 @@ def job_view(queue: ScriptedQueue, job_id: str) -> dict[str, Any]:
                     finished=record["at"])  # fmt: skip
     view.update(asdict(times_of(state, job_id)))
     view["traceback"] = None if state.record is None else state.record.traceback
+    found = progress_of(queue, job_id, view["status"], attempt)
+    view["progress"] = None if found is None else {"fraction": found[0], "note": found[1]}
     return view
+
+
+def progress_of(
+    queue: ScriptedQueue, job_id: str, status: str, attempt: int
+) -> tuple[float, str] | None:
+    """The last ``(fraction, note)`` the run of ``job_id`` at ``attempt`` reported, while
+    it runs (``status``); None otherwise: a report outlives its job until it expires."""
+    if status != "running":
+        return None
+    found = read_progress(queue.client, queue.keys.name, job_id)
+    if found is None or found[2] != attempt:
+        return None
+    return found[0], found[1]
 
 
 def _from_message(message: bytes) -> dict[str, Any]:

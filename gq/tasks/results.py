@@ -1,7 +1,7 @@
 """``gq.Result``: the handle ``Task.enqueue`` returns: ``status()``, ``state()`` (status,
-attempt, last error, group and times in one look), ``times()``, ``get(timeout)``,
-``cancel()``, each with its asyncio form (``astatus()``, ``astate()``, ``atimes()``,
-``aget()``, ``acancel()``).
+attempt, last error, group and times in one look), ``times()``, ``progress()``,
+``get(timeout)``, ``cancel()``, each with its asyncio form (``astatus()``, ``astate()``,
+``atimes()``, ``aprogress()``, ``aget()``, ``acancel()``).
 
 A task that keeps results (``result_ttl``) has its outcome written under gq's own keys
 by the script that acknowledges or kills its job; ``get()`` waits for it without
@@ -24,7 +24,7 @@ from gq.store.keys import QueueKeys
 from gq.store.outcomes import State, read_state, status_of, wait_for
 from gq.tasks import waiting
 from gq.tasks.ids import id_time
-from gq.tasks.jobview import JobState, JobTimes, state_of, times_of
+from gq.tasks.jobview import JobState, JobTimes, progress_of, state_of, times_of
 
 
 class App(Protocol):
@@ -93,6 +93,18 @@ class Result(Generic[R]):
     async def astate(self) -> JobState:
         """``state`` from asyncio code."""
         return await off_loop(self.state)
+
+    def progress(self) -> tuple[float, str] | None:
+        """The last ``(fraction, note)`` its task reported (``current_job().progress``)
+        while it runs; None before it runs, once it ended, or when it reported none."""
+        if self._known():
+            return None
+        state = self.state()
+        return progress_of(self._store(self.queue), self.id, state.status, state.attempt)
+
+    async def aprogress(self) -> tuple[float, str] | None:
+        """``progress`` from asyncio code."""
+        return await off_loop(self.progress)
 
     @property
     def attempt(self) -> int:

@@ -91,7 +91,10 @@ class Consumer:
         self.context = f"queue={','.join(self.queues)} consumer={self.id}"
         # A list of gq.Periodic (gq/periodic.py); a sharded queue's on its first shard.
         entries = periodic_on_shards(check_schedule(periodic), self.families)
-        self._periodic = PeriodicRunner(self._queues, entries, self.context) if entries else None
+        # Always a runner: schedules added at runtime (gq/schedules.py) are read with the
+        # heartbeat's interval, whether or not the code gave any.
+        self._periodic = PeriodicRunner(self._queues, entries, self.context,
+                                        reload_every=self.opts.heartbeat_poll_interval)  # fmt: skip
         self._parts()
         self._between_runs()
         self._running = False

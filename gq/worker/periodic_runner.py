@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Callable
 
 from gq import job as jobs
+from gq import schedules
 from gq.periodic import Periodic
 from gq.store.jobs import PeriodicOccurrence, PeriodicReply, RedisQueue
 
@@ -42,9 +43,17 @@ class PeriodicRunner:
         schedules: Sequence[Periodic],
         context: str,
         clock: Callable[[], float] = time.monotonic,
+        reload_every: float | None = None,
     ) -> None:
         # ``queue``: one queue, or the consumer's queues by name, the first the default.
         served = dict(queue) if isinstance(queue, Mapping) else {queue.keys.name: queue}
+        # The runtime schedules (gq/schedules.py) of the queues it serves are read every
+        # ``reload_every`` seconds (the heartbeat's interval; None: never).
+        self._served = dict(served)
+        self._code = {s.name for s in schedules}
+        self._runtime: set[str] = set()
+        self._reload_every = reload_every
+        self._reloaded_at: float | None = None
         self._queue = queue = next(iter(served.values()))
         # Each schedule's own queue (Periodic.queue: a task's, from app.periodic), else
         # the default; one the consumer does not serve is still written to, on its client.
@@ -70,6 +79,8 @@ class PeriodicRunner:
         self._offset = server_now - self._clock()
 
     def step(self) -> bool:
+        if self._reload_due():
+            self._reload()
         if not self._loaded:  # the cursors first: a restart must not skip what is on time
             self._load()
         for schedule in self.schedules:
@@ -80,6 +91,9 @@ class PeriodicRunner:
     def _load(self) -> None:
         for queue, names in _by_queue(self._queues).items():
             self._cursor.update(queue.periodic_cursors(names))
+        if not self.schedules:
+            self._loaded = True
+            return
         log.info(
             "%s: periodic schedules: %s",
             self._context,
@@ -87,8 +101,52 @@ class PeriodicRunner:
         )
         self._loaded = True
 
+    def _reload_due(self) -> bool:
+        every, last = self._reload_every, self._reloaded_at
+        return every is not None and (last is None or self._clock() - last >= every)
+
+    def _reload(self) -> None:
+        """Take up the runtime schedules as Redis has them now: new, changed, paused and
+        removed ones (a name a code schedule holds stays the code schedule's)."""
+        self._reloaded_at = self._clock()
+        found = {p.name: p for name, queue in self._served.items()
+                 for p in schedules.runnable(queue.client, name)}  # fmt: skip
+        for name in self._code & set(found):
+            log.warning("%s: periodic %s: given in code here; the runtime schedule of that "
+                        "name is ignored", self._context, name)  # fmt: skip
+            del found[name]
+        for name in self._runtime - set(found):
+            self._drop(name)
+        current = {s.name: s for s in self.schedules}
+        for name, schedule in found.items():
+            if current.get(name) != schedule or name not in self._runtime:
+                self._take(schedule)
+
+    def _drop(self, name: str) -> None:
+        log.info("%s: periodic %s: paused or removed", self._context, name)
+        self.schedules = [s for s in self.schedules if s.name != name]
+        self._runtime.discard(name)
+        for held in (self._cursor, self._due, self._queues):
+            held.pop(name, None)
+
+    def _take(self, schedule: Periodic) -> None:
+        name = schedule.name
+        log.info("%s: periodic %s: runs %s", self._context, name, schedule.summary)
+        self.schedules = [s for s in self.schedules if s.name != name] + [schedule]
+        self._runtime.add(name)
+        queue = self._served[schedule.queue or ""]
+        self._queues[name] = queue
+        # Nothing at or before now: what came due while it was paused (or before this
+        # consumer took it up) is not caught up; every consumer taking it up agrees.
+        cursor = queue.periodic_cursors([name]).get(name)
+        self._cursor[name] = max(cursor or 0, schedule.latest(self.now()) or 0) or None
+        self._due[name] = 0.0
+
     def delay(self, cap: float) -> float:
-        """Seconds until the next occurrence is due, at most ``cap``."""
+        """Seconds until the next occurrence is due (or the runtime schedules are read
+        again), at most ``cap``."""
+        if self._reload_every is not None and self._reloaded_at is not None:
+            cap = min(cap, max(0.0, self._reloaded_at + self._reload_every - self._clock()))
         if self._offset is None or not self._due:
             return cap
         wait = min(self._due.values()) - self.now() + WAKE_MARGIN
