@@ -18,7 +18,8 @@ from gq.store.outcomes import gathered
 from gq.store.tasks import TaskQueue
 from gq.tasks import enqueuer
 from gq.tasks.hooks import EnqueueRun, Hook, Hooks
-from gq.tasks.options import TaskOptions, split
+from gq.tasks.options import split
+from gq.tasks.periodic_data import periodic_data
 from gq.tasks.results import Result, off_loop
 from gq.tasks.sharding import Sharding, check_app_shards
 from gq.tasks.sharding import parts as parts_of
@@ -375,23 +376,6 @@ class App:
 
     def __repr__(self) -> str:
         return f"<gq.App queues={','.join(self.queues)} tasks={len(self.tasks)}>"
-
-
-def periodic_data(sig: Signature[Any]) -> bytes:
-    """The envelope of a periodic entry's job: its task's options, but ``expires`` and
-    ``unique_for``, which are relative to an enqueue and so have no meaning in data
-    written once for every occurrence."""
-    from gq.tasks import envelope
-    from gq.tasks.options import wire
-
-    task = sig.task
-    binds = task.binder.check(sig.args, sig.kwargs)
-    if binds is not None:
-        raise TypeError(f"task {task.name}: the arguments do not bind: {binds}")
-    options = TaskOptions(
-        retries=task.options.retries, backoff=task.options.backoff, timeout=task.options.timeout
-    )
-    return envelope.encode(task.name, sig.args, sig.kwargs, wire(options, time.time, None))
 
 
 def _refuse_main(task_name: str) -> None:
