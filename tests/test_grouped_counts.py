@@ -42,11 +42,11 @@ def test_gq_stats_shows_grouped_in_the_table_and_the_json(
     backend: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     queue = _fill(backend)
-    status.stats(argparse.Namespace(json=False, consumer_timeout=60.0), queue)
+    status.stats(argparse.Namespace(json=False, consumer_timeout=60.0, shards=False), queue)
     lines = capsys.readouterr().out.splitlines()
     assert any(line.split()[:2] == ["grouped", "5"] for line in lines), lines
     assert any(line.split()[:2] == ["ready", "2"] for line in lines), lines
-    status.stats(argparse.Namespace(json=True, consumer_timeout=60.0), queue)
+    status.stats(argparse.Namespace(json=True, consumer_timeout=60.0, shards=False), queue)
     assert json.loads(capsys.readouterr().out)["grouped"] == 5
 
 

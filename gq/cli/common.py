@@ -215,14 +215,23 @@ def open_queue(url: str, queue: str, **pool_options: Any) -> Queue:
     return rq
 
 
+def _shards_of(client: Any, queue: str) -> int | None:
+    """A sharded queue's count (its descriptor in Redis: gq/store/shards.py), None for a
+    plain one, or where Redis cannot be read yet: the caller's PING says why (the demo
+    then falls back to its embedded server)."""
+    try:
+        return declared(client, [queue]).get(queue)
+    except (redis.ConnectionError, redis.TimeoutError):
+        return None
+
+
 def queue_on(url: str, queue: str, **pool_options: Any) -> Queue:
     """A gq.Queue on ``url``, not yet connected (exit 2 for a bad URL)."""
     pool_options.setdefault("socket_connect_timeout", 5.0)
     pool_options.setdefault("socket_timeout", 10.0)
     try:
         client = client_from_url(url, **pool_options)
-        # A sharded queue's name (its descriptor in Redis: gq/store/shards.py) or a plain one.
-        return Queue(queue, client=client, shards=declared(client, [queue]).get(queue))
+        return Queue(queue, client=client, shards=_shards_of(client, queue))
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # a cluster client connects as it is built
