@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -320,6 +321,13 @@ def test_6_workers_with_clocks_minutes_off(make: Make) -> None:
 
 # -- 7. poison job ----------------------------------------------------------------------
 
+_RECOVERED = re.compile(r"recovered (?:its )?(\d+) job\(s\)")
+
+
+def recovered_in(output: str) -> int:
+    """Jobs a worker's log says it recovered (its custodian's passes, a name's take-over)."""
+    return sum(int(n) for n in _RECOVERED.findall(output))
+
 
 @pytest.mark.parametrize("recoveries, crashes_expected", [(3, 4), (1, 3)])
 def test_7_a_poison_job_ends_in_dead_and_the_others_complete(
@@ -339,6 +347,7 @@ def test_7_a_poison_job_ends_in_dead_and_the_others_complete(
     fleet.enqueue(1, b"poison", prefix="poison")
     ids += fleet.enqueue(250, b"0.002", prefix="k")
     workers = [fleet.start() for _ in range(3)]
+    every = list(workers)
     crashes, bound = 0, 0
     while "poison0" not in fleet.dead():
         assert crashes <= crashes_expected, "the poison job outlived its recovery limit"
@@ -349,7 +358,11 @@ def test_7_a_poison_job_ends_in_dead_and_the_others_complete(
             crashes += 1
             workers.remove(worker)
             workers.append(fleet.start())
+            every.append(workers[-1])
     done = fleet.wait_all_done(ids)
+    # On a loaded host a live worker can also miss its 1.3 s lease: its jobs, recovered
+    # too, may run twice, as at-least-once allows. The bound is every job recovered.
+    bound = max(bound, sum(recovered_in(worker.output) for worker in every))
     assert crashes == crashes_expected
     assert fleet.dead() == {"poison0"}
     message = fleet.direct.hget(f"{fleet.queue}:data", "poison0")
