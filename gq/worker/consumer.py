@@ -89,17 +89,20 @@ class Consumer:
         self._queue = self._queues[self.queue]
         self.inflight_key = self._queue.keys.inflight(self.id)
         self.context = f"queue={','.join(self.queues)} consumer={self.id}"
-        # A list of gq.Periodic (gq/periodic.py); a sharded queue's on its first shard.
-        entries = periodic_on_shards(check_schedule(periodic), self.families)
-        # Always a runner: schedules added at runtime (gq/schedules.py) are read with the
-        # heartbeat's interval, whether or not the code gave any.
-        self._periodic = PeriodicRunner(self._queues, entries, self.context,
-                                        reload_every=self.opts.heartbeat_poll_interval)  # fmt: skip
+        self._periodic = self._periodic_runner(periodic)
         self._parts()
         self._between_runs()
         self._running = False
         self._processor: Processor | None = None
         self._poller: Poller | None = None
+
+    def _periodic_runner(self, periodic: Any) -> PeriodicRunner:
+        # A list of gq.Periodic (gq/periodic.py); a sharded queue's on its first shard.
+        entries = periodic_on_shards(check_schedule(periodic), self.families)
+        # Always a runner: schedules added at runtime (gq/schedules.py) are read with the
+        # heartbeat's interval, whether or not the code gave any.
+        return PeriodicRunner(self._queues, entries, self.context,
+                              reload_every=self.opts.heartbeat_poll_interval)  # fmt: skip
 
     def _between_runs(self) -> None:
         """No stop asked for, nothing fatal: ready for a run."""
