@@ -8,7 +8,9 @@ groups, as groups.py does), then instrumentation goes on for the loop alone: fet
 takes --batch jobs and acknowledges the previous batch, riding on the fetch as a worker's
 acks do, until the queue is empty. Figures: the loop's instructions / N.
 
-usage: redis_instructions.py [--n N] [--batch B] [--groups G] [--modes bytes,groups]
+usage: redis_instructions.py [--n N] [--batch B] [--groups G] [--modes bytes,groups,results]
+Modes: ``bytes`` (plain acks), ``groups`` (jobs over --groups groups), ``results`` (each
+ack keeps a noop task's result record for an hour, as ack_results.lua writes it).
 (run with PYTHONPATH=<a tree> to count another tree's scripts)
 """
 
@@ -23,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgpack
 import redis
 from common import free_port, markdown_table
 from gqbench import prefill
@@ -30,6 +33,9 @@ from groups import prefill_groups
 
 import gq
 from gq.store.jobs import RedisQueue
+from gq.tasks.outcome import Outcome
+
+RESULT_TTL = 3600.0
 
 TOTALS = re.compile(r"^(?:summary|totals): (\d+)", re.MULTILINE)
 
@@ -51,15 +57,27 @@ def started(port: int) -> redis.Redis:
             time.sleep(0.1)
 
 
-def drain(store: RedisQueue, batch: int) -> int:
-    """Fetch ``batch`` at a time, each fetch acknowledging the previous batch; the jobs."""
+def drain(store: RedisQueue, batch: int, record: bytes | None) -> int:
+    """Fetch ``batch`` at a time, each fetch acknowledging the previous batch (with a
+    result ``record`` each, kept RESULT_TTL, unless None); the jobs."""
     acks: list[str] = []
     done = 0
     while True:
-        ids = [job_id for job_id, _ in store.fetch("c1", batch, idle=False, acks=acks)]
+        if record is None:
+            fetched = store.fetch("c1", batch, idle=False, acks=acks)
+        else:
+            outcomes = [(job_id, Outcome(record, RESULT_TTL)) for job_id in acks]
+            fetched = store.fetch("c1", batch, idle=False, outcomes=outcomes)
+        ids = [job_id for job_id, _ in fetched]
         if not ids and not acks:
             return done
         done, acks = done + len(acks), ids
+
+
+def noop_record() -> bytes:
+    """The record a noop task's success keeps (OwnFinisher's bytes for ``noop(7)``)."""
+    return msgpack.packb({"status": "done", "task": "results_app.noop", "kwargs": {},
+                          "args": [7], "started": time.time(), "attempt": 1, "value": None})  # fmt: skip
 
 
 def count(mode: str, n: int, batch: int, groups: int, out: str) -> float:
@@ -81,7 +99,7 @@ def count(mode: str, n: int, batch: int, groups: int, out: str) -> float:
         store.register("c1")
         store.fetch("c1", 0, idle=False)  # the script loaded, outside the count
         control(proc.pid, "-i", "on")
-        done = drain(store, batch)
+        done = drain(store, batch, noop_record() if mode == "results" else None)
         control(proc.pid, "-i", "off")
         control(proc.pid, "-d")
     finally:

@@ -66,11 +66,17 @@ def entry(out: Outcome, keys: list[str]) -> list[Any]:
     return args
 
 
+#: The heads of an entries blob's parts: the blob is a MessagePack array (array 32) of
+#: strings (str 32), each field's head its 4-byte big-endian length after STR32, so that
+#: cmsgpack decodes the whole batch in C (lib/outcome.lua's fields_of).
+ARRAY32 = b"\xdd"
+STR32 = b"\xdb"
+
+
 def _field(value: Any) -> bytes:
-    """One field of an entries blob (lib/outcome.lua's fields_of): its length (4 bytes,
-    big-endian), then its bytes."""
+    """One field of an entries blob: STR32, its length (4 bytes, big-endian), its bytes."""
     data: bytes = value if type(value) is bytes else str(value).encode("utf-8", ID_ERRORS)
-    return len(data).to_bytes(4, "big") + data  # (ids read back by as_text: exact bytes)
+    return STR32 + len(data).to_bytes(4, "big") + data  # (ids read back by as_text: exact bytes)
 
 
 def packed(queue: QueueKeys, done: Sequence[tuple[str, Outcome]], keys: list[str]) -> bytes:
@@ -79,28 +85,32 @@ def packed(queue: QueueKeys, done: Sequence[tuple[str, Outcome]], keys: list[str
     the slot of each TTL the batch keeps, then the follow-ups'. One script argument for
     the batch: redis-py's cost per argument was most of what writing results cost the
     worker. A plain result (the batch's TTL, no follow-up), the common case, is its
-    record alone."""
+    record alone. The blob is one MessagePack array of strings (ARRAY32, STR32)."""
     ttl = next((out.ttl_ms for _, out in done if out.ttl > 0 and not out.ops), "0")
     ttls = {ttl: None} if ttl != "0" else {}  # (ordered: the plain results' TTL first)
     kinds = bytearray()
     entries: list[bytes] = []
     follow_ups: list[str] = []
+    extra = 0  # (the fields of full entries past their first)
     for _, out in done:
         if not out.ops and out.ttl > 0 and out.ttl_ms == ttl:
             kinds += b"r"
-            entries.append(len(out.record).to_bytes(4, "big") + out.record)
+            entries.append(STR32 + len(out.record).to_bytes(4, "big") + out.record)
         else:
             kinds += b"e"
             if out.ttl > 0:
                 ttls[out.ttl_ms] = None
-            entries.append(b"".join([_field(value) for value in entry(out, follow_ups)]))
+            fields = entry(out, follow_ups)
+            extra += len(fields) - 1
+            entries.append(b"".join([_field(value) for value in fields]))
     now = time.time()
     keys += [queue.result_slot(t, now) for t in ttls]
     keys += follow_ups
     ids = [job_id.encode("utf-8", ID_ERRORS) for job_id, _ in done]  # (as _field, inline)
-    head = [_field(len(done)), *[len(i).to_bytes(4, "big") + i for i in ids],
+    head = [_field(len(done)), *[STR32 + len(i).to_bytes(4, "big") + i for i in ids],
             _field(bytes(kinds)), _field(len(ttls)), *[_field(t) for t in ttls]]  # fmt: skip
-    return b"".join([*head, *entries])
+    count = len(head) + len(entries) + extra
+    return b"".join([ARRAY32 + count.to_bytes(4, "big"), *head, *entries])
 
 
 def finish(queue: ScriptedQueue, consumer_id: str,

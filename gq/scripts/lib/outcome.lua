@@ -188,17 +188,21 @@ local function tell_kept(waiting_key, channel, told)
   for i = 1, #told do publish_if_waited(waiting_key, channel, told[i]) end
 end
 
--- The fields of an entries blob (gq.store.outcomes.packed): each is its length (4 bytes,
--- big-endian), then its bytes. One argument for a whole batch: a client's cost per
--- argument was most of what results cost the worker (docs/decisions.md).
+-- The fields of an entries blob (gq.store.outcomes.packed): a MessagePack array whose
+-- elements are all str 32 (0xdb, a 4-byte big-endian length, the bytes). One argument
+-- for a whole batch: a client's cost per argument was most of what results cost the
+-- worker (docs/decisions.md). cmsgpack (every Redis and Valkey) decodes it in C: a
+-- results batch cost Redis 10% fewer instructions than the Lua loop below, which a
+-- server without cmsgpack (fakeredis) runs.
 local function fields_of(blob)
-  local fields, at, n, size = {}, 1, 0, #blob
+  if cmsgpack then return cmsgpack.unpack(blob) end
+  local fields, at, n, size = {}, 6, 0, #blob  -- (after the array's 5-byte head)
   local byte, sub = string.byte, string.sub
   while at <= size do
-    local a, b, c, d = byte(blob, at, at + 3)
-    local stop = at + 3 + ((a * 256 + b) * 256 + c) * 256 + d
+    local a, b, c, d = byte(blob, at + 1, at + 4)
+    local stop = at + 4 + ((a * 256 + b) * 256 + c) * 256 + d
     n = n + 1
-    fields[n] = sub(blob, at + 4, stop)
+    fields[n] = sub(blob, at + 5, stop)
     at = stop + 1
   end
   return fields
