@@ -31,6 +31,7 @@ import psutil
 
 from gq.errors import ConfigurationError, GQError
 from gq.store.jobs import RedisQueue
+from gq.store.recovery import until_empty
 from gq.store.registry import ConsumerReports
 
 log = logging.getLogger("gq.consumer")
@@ -204,10 +205,7 @@ class Claim:
 
     def _take_over(self, queue: RedisQueue, entry: Mapping[str, Any]) -> None:
         key = queue.keys.inflight(str(entry["id"]))
-        moved = total = self._recover(queue, [key])
-        while moved:  # the recovery takes a batch at a time
-            moved = self._recover(queue, [key])
-            total += moved
+        total = until_empty(lambda: self._recover(queue, [key]))
         log.warning("%s: took over the name %r from consumer %s (pid %s on %s), which is "
                     "gone: recovered its %d job(s) in flight now instead of at the end of "
                     "its lease", self._context, entry.get("name"), entry["id"],
