@@ -7,7 +7,8 @@
 -- listpacks store their names once) and the event's extras. The task and the attempts
 -- come from the message: its top-level map is walked for Attempt, Error and Data, whose
 -- task envelope starts with the task's name (gq/tasks/envelope.py); "" when not found.
-local EVENTS_FLOW, EVENTS_KEY = KEYS[#KEYS - 1], KEYS[#KEYS]
+local function events_key(k) return KEYS[k] end
+local EVENTS_FLOW, EVENTS_KEY = events_key(#KEYS - 1), events_key(#KEYS)
 local events_cap = nil
 
 local function events_maxlen()
@@ -72,7 +73,7 @@ local function event_write(event, id, task, attempts, err, extra)
                   'job', id, 'task', task, 'attempts', attempts}
   if err then fields[#fields + 1] = 'error'; fields[#fields + 1] = err end
   for i = 1, #(extra or {}) do fields[#fields + 1] = extra[i] end
-  redis.call(unpack(fields))
+  redis.call(unpack(fields, 1, #fields))
 end
 
 local function event_add(event, id, message, extra)
