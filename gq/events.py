@@ -100,7 +100,7 @@ def read(client: Any, queue: str, since: str | None = None, *,
     key, last = QueueKeys(queue).events, _start(since)
     block_ms = None if block is None else max(1, int(block * 1000))
     if last == "$":
-        last = _last_id(client, key)
+        last = newest_id(client, queue)
     while True:
         found = _events(client.xread({key: last}, count=count, block=block_ms))
         yield from found
@@ -110,9 +110,11 @@ def read(client: Any, queue: str, since: str | None = None, *,
             return
 
 
-def _last_id(client: Any, key: str) -> str:
-    # "$" resolved once: a later XREAD with "$" would skip what came between two reads.
-    newest = client.xrevrange(key, count=1)
+def newest_id(client: Any, queue: str) -> str:
+    """The id of ``queue``'s newest event ("0-0" if none): reading after it gives what
+    comes from now on. ("$" is resolved once so: a later XREAD with "$" would skip what
+    came between two reads.)"""
+    newest = client.xrevrange(QueueKeys(queue).events, count=1)
     return as_text(newest[0][0]) if newest else "0-0"
 
 
