@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from gq.store.base import as_text
 from gq.store.keys import QueueKeys
@@ -42,7 +42,7 @@ class Event:
     event: str
     job_id: str
     task: str
-    attempts: Optional[int]
+    attempts: int | None
     time: float
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -118,8 +118,10 @@ def newest_id(client: Any, queue: str) -> str:
     return as_text(newest[0][0]) if newest else "0-0"
 
 
-async def aread(client: Any, queue: str, since: str | None = None, *,
-                block: float | None = None, count: int = DEFAULT_COUNT) -> AsyncIterator[Event]:  # fmt: skip
+async def aread(
+    client: Any, queue: str, since: str | None = None, *,
+    block: float | None = None, count: int = DEFAULT_COUNT,
+) -> AsyncIterator[Event]:  # fmt: skip
     """``read`` on a ``redis.asyncio`` client: ``async for event in aread(...)``."""
     key, last = QueueKeys(queue).events, _start(since)
     block_ms = None if block is None else max(1, int(block * 1000))

@@ -4,6 +4,7 @@ come (gq/events.py)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -82,10 +83,8 @@ def _follow(args: argparse.Namespace, queue: Queue) -> int:
     since = args.since or job_events.newest_id(queue.client, queue.name)
     stream = queue.events(since=since, block=FOLLOW_BLOCK)
     print(f"gq: following {queue.name}'s events (Ctrl-C to stop)", file=sys.stderr, flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a follow as asked: exit 0
         _print(args, _chosen(args, stream), header=True)
-    except KeyboardInterrupt:
-        pass  # Ctrl-C ends a follow as asked: exit 0
     return EXIT_OK
 
 
