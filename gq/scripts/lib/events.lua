@@ -5,71 +5,108 @@
 -- when it is off, nothing else. Each event is an XADD ... MAXLEN ~ cap of the fields
 -- event, job, task, attempts (the same four first on every entry, so the stream's
 -- listpacks store their names once) and the event's extras. The task and the attempts
--- come from the message: its top-level map is walked for Attempt, Error and Data, whose
--- task envelope starts with the task's name (gq/tasks/envelope.py); "" when not found.
+-- come from the message's Attempt, Error and Data, whose task envelope starts with the
+-- task's name (gq/tasks/envelope.py); "" when not found.
 local function events_key(k) return KEYS[k] end
 local EVENTS_FLOW, EVENTS_KEY = events_key(#KEYS - 1), events_key(#KEYS)
-local events_cap = nil
+local events_cap, events_cap_text = nil, nil
 
+-- The cap, 0 while events are off (read once per call; kept as text too, for XADD: a
+-- number argument is formatted by printf at each call, which cost as much as the walk).
 local function events_maxlen()
   if events_cap == nil then
-    events_cap = tonumber(redis.call('HGET', EVENTS_FLOW, 'events_maxlen') or '') or 0
+    events_cap_text = redis.call('HGET', EVENTS_FLOW, 'events_maxlen') or ''
+    events_cap = tonumber(events_cap_text) or 0
   end
   return events_cap
 end
 
--- A MessagePack string, bin or integer at `at`: (value, next position) or nil.
-local function mp_value(s, at)
-  local b = string.byte(s, at)
+-- The MessagePack headers the walk reads (anything else ends it): the width of a str or
+-- bin's length, of an unsigned or signed integer, of a float.
+local MP_SIZED = {[0xd9] = 1, [0xc4] = 1, [0xda] = 2, [0xc5] = 2, [0xdb] = 4, [0xc6] = 4}
+local MP_INT = {[0xcc] = 1, [0xcd] = 2, [0xce] = 4, [0xcf] = 8, [0xd0] = 1, [0xd1] = 2,
+                [0xd2] = 4, [0xd3] = 8}
+local MP_FLOAT = {[0xca] = 4, [0xcb] = 8}
+local byte, sub, find = string.byte, string.sub, string.find
+
+local function mp_uint(s, at, width)
+  local n = 0
+  for i = 1, width do n = n * 256 + byte(s, at + i) end
+  return n
+end
+
+-- The value at `at`, not copied: (kind "s" (str or bin) or "i" or "f", its payload's
+-- position or the integer, its length, the next position), or nil.
+local function mp_next(s, at)
+  local b = byte(s, at)
   if not b then return nil end
-  if b < 0x80 then return b, at + 1 end
-  if b >= 0xa0 and b <= 0xbf then return string.sub(s, at + 1, at + b - 0xa0), at + 1 + b - 0xa0 end
-  local width = ({[0xd9] = 1, [0xc4] = 1, [0xda] = 2, [0xc5] = 2, [0xdb] = 4, [0xc6] = 4})[b]
+  if b < 0x80 then return 'i', b, 0, at + 1 end
+  if b >= 0xa0 and b <= 0xbf then return 's', at + 1, b - 0xa0, at + 1 + b - 0xa0 end
+  local width = MP_SIZED[b]
   if width then
-    local n = 0
-    for i = 1, width do n = n * 256 + string.byte(s, at + i) end
-    return string.sub(s, at + 1 + width, at + width + n), at + 1 + width + n
+    local n = mp_uint(s, at, width)
+    return 's', at + 1 + width, n, at + 1 + width + n
   end
-  local int = ({[0xcc] = 1, [0xcd] = 2, [0xce] = 4, [0xcf] = 8, [0xd0] = 1, [0xd1] = 2,
-                [0xd2] = 4, [0xd3] = 8})[b]
-  if int then
-    local n = 0
-    for i = 1, int do n = n * 256 + string.byte(s, at + i) end
-    return n, at + 1 + int  -- (attempts are never negative; a signed one reads as itself)
-  end
-  local float = ({[0xca] = 4, [0xcb] = 8})[b]
-  if float then return false, at + 1 + float end
+  width = MP_INT[b]
+  if width then return 'i', mp_uint(s, at, width), 0, at + 1 + width end
+  width = MP_FLOAT[b]
+  if width then return 'f', 0, 0, at + 1 + width end
   return nil
 end
 
--- The task name at the head of a task envelope (MAGIC, a map header, "task", the name).
-local function envelope_task(data)
-  if type(data) ~= 'string' or string.sub(data, 1, 4) ~= '\0gqt' then return '' end
-  if string.sub(data, 6, 10) ~= '\164task' then return '' end
-  local name = mp_value(data, 11)
-  return type(name) == 'string' and name or ''
+-- The task name at the head of a task envelope at `at` (MAGIC, a map header, "task",
+-- the name: gq/tasks/envelope.py writes "task" first).
+local function envelope_task(s, at)
+  if sub(s, at, at + 3) ~= '\0gqt' or sub(s, at + 5, at + 9) ~= '\164task' then return '' end
+  local kind, from, n = mp_next(s, at + 10)
+  if kind ~= 's' then return '' end
+  return sub(s, from, from + n - 1)
 end
 
--- (task, attempts, error) of a message; "" for what it does not say.
+-- (task, attempts, error) of a message; "" (nil for the error) for what it does not say.
+-- Plain finds of the keys (C speed; the Lua walk of the map cost five times more): gq and
+-- curlyq write ID, Data, then Attempt (and gq's ReadyAt, Error), so Attempt and Error are
+-- looked for past Data's payload, where a job's own bytes cannot fool the search.
 local function message_facts(message)
   if type(message) ~= 'string' then return '', '', nil end
-  local head = string.byte(message, 1)
-  if not head or head < 0x80 or head > 0x8f then return '', '', nil end
-  local at, facts = 2, {}
-  for _ = 1, head - 0x80 do
-    local key, value
-    key, at = mp_value(message, at)
-    if not key then break end
-    value, at = mp_value(message, at)
-    if value == nil then break end
-    facts[key] = value
+  local d = find(message, '\164Data', 1, true)
+  if not d then return '', '', nil end
+  local kind, from, n, after = mp_next(message, d + 5)
+  if kind ~= 's' then return '', '', nil end
+  local task, attempts, err = envelope_task(message, from), '', nil
+  local a = find(message, '\167Attempt', after, true)
+  if a then
+    local akind, value = mp_next(message, a + 8)
+    if akind == 'i' then attempts = value end
   end
-  return envelope_task(facts.Data), tostring(facts.Attempt or ''), facts.Error
+  local e = find(message, '\165Error', after, true)
+  if e then
+    local ekind, efrom, en = mp_next(message, e + 6)
+    if ekind == 's' then err = sub(message, efrom, efrom + en - 1) end
+  end
+  return task, attempts, err
 end
 
--- XADD one event; `extra` is a flat list of more field, value pairs.
+-- The attempts as text, each number formatted once per call (most batches share one).
+local attempts_text = {}
+
+local function as_attempts(n)
+  if n == '' then return '' end
+  local text = attempts_text[n]
+  if not text then text = tostring(n); attempts_text[n] = text end
+  return text
+end
+
+-- XADD one event; `extra` is a flat list of more field, value pairs. The common events
+-- (no error, no extra) are one direct call: building the arguments' table cost more.
 local function event_write(event, id, task, attempts, err, extra)
-  local fields = {'XADD', EVENTS_KEY, 'MAXLEN', '~', events_cap, '*', 'event', event,
+  attempts = as_attempts(attempts)
+  if not err and not extra then
+    redis.call('XADD', EVENTS_KEY, 'MAXLEN', '~', events_cap_text, '*', 'event', event,
+               'job', id, 'task', task, 'attempts', attempts)
+    return
+  end
+  local fields = {'XADD', EVENTS_KEY, 'MAXLEN', '~', events_cap_text, '*', 'event', event,
                   'job', id, 'task', task, 'attempts', attempts}
   if err then fields[#fields + 1] = 'error'; fields[#fields + 1] = err end
   for i = 1, #(extra or {}) do fields[#fields + 1] = extra[i] end
@@ -108,7 +145,8 @@ end
 
 -- "done" for each id this consumer owns, announced just before the acknowledgement
 -- deletes the messages (the script is atomic: the acks that follow are exactly these).
--- `blob`: "" or an entries blob (lib/outcome.lua), whose ids are acknowledged too.
+-- `blob`: "" or an entries blob (lib/outcome.lua), whose ids are acknowledged too. One
+-- SMISMEMBER and one HMGET for the batch (at most 1000 ids, below unpack's limit).
 local function events_acked(inflight_key, data_key, blob, ids)
   if events_maxlen() <= 0 then return end
   local all = {}
@@ -117,9 +155,10 @@ local function events_acked(inflight_key, data_key, blob, ids)
     for i = 2, tonumber(E[1]) + 1 do all[#all + 1] = E[i] end
   end
   for i = 1, #ids do all[#all + 1] = ids[i] end
+  if #all == 0 then return end
+  local owned = redis.call('SMISMEMBER', inflight_key, unpack(all, 1, #all))
+  local messages = redis.call('HMGET', data_key, unpack(all, 1, #all))
   for i = 1, #all do
-    if redis.call('SISMEMBER', inflight_key, all[i]) == 1 then
-      event_add('done', all[i], redis.call('HGET', data_key, all[i]))
-    end
+    if owned[i] == 1 then event_add('done', all[i], messages[i]) end
   end
 end
