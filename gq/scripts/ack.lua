@@ -12,7 +12,7 @@
 local G = group_keys(9)
 check_types({KEYS[1], 'set', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash', G.of, 'hash',
              G.state, 'hash'})
-events_acked(KEYS[1], KEYS[2], '', ARGV)
+events_acked(KEYS[1], KEYS[2], '', ARGV, 1)
 local flags, owned = acknowledge(KEYS[1], KEYS[2], KEYS[3], KEYS[8], ARGV)
 if owned > 0 then
   note_held(KEYS[4], KEYS[1])

@@ -18,7 +18,7 @@
 local G = group_keys(11)
 check_types({KEYS[1], 'set', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash',
              KEYS[9], 'zset', KEYS[10], 'list', G.of, 'hash', G.state, 'hash'})
-events_acked(KEYS[1], KEYS[2], ARGV[2], {})
+events_acked(KEYS[1], KEYS[2], ARGV[2], ARGV, 3)
 local flags, owned = ack_outcomes(ARGV[2], 19, {KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9],
                                                 KEYS[10], KEYS[18]}, ARGV[1])
 if #owned > 0 then

@@ -121,7 +121,7 @@ local function suspect_next(active_key, recovered_key)
 end
 
 -- The acks: those with an outcome (the blob's), then the plain ones; one flag list.
-events_acked(KEYS[3], KEYS[4], ARGV[5], {unpack(ARGV, 6, #ARGV)})
+events_acked(KEYS[3], KEYS[4], ARGV[5], ARGV, 6)
 local flags, owned = {}, {}
 if ARGV[5] ~= '' then
   check_types({KEYS[18], 'zset', KEYS[19], 'list'})

@@ -145,16 +145,17 @@ end
 
 -- "done" for each id this consumer owns, announced just before the acknowledgement
 -- deletes the messages (the script is atomic: the acks that follow are exactly these).
--- `blob`: "" or an entries blob (lib/outcome.lua), whose ids are acknowledged too. One
--- SMISMEMBER and one HMGET for the batch (at most 1000 ids, below unpack's limit).
-local function events_acked(inflight_key, data_key, blob, ids)
+-- `blob`: "" or an entries blob (lib/outcome.lua), whose ids are acknowledged too; then
+-- ids[first..] (ARGV as it is: no copy while events are off). One SMISMEMBER and one
+-- HMGET for the batch (at most 1000 ids, below unpack's limit).
+local function events_acked(inflight_key, data_key, blob, ids, first)
   if events_maxlen() <= 0 then return end
   local all = {}
   if blob ~= '' then
     local E = fields_of(blob)
     for i = 2, tonumber(E[1]) + 1 do all[#all + 1] = E[i] end
   end
-  for i = 1, #ids do all[#all + 1] = ids[i] end
+  for i = first, #ids do all[#all + 1] = ids[i] end
   if #all == 0 then return end
   local owned = redis.call('SMISMEMBER', inflight_key, unpack(all, 1, #all))
   local messages = redis.call('HMGET', data_key, unpack(all, 1, #all))
