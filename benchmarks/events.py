@@ -30,9 +30,18 @@ import uuid
 from typing import Any
 
 import redis
-from common import command, dedicated_redis, free_port, machine, markdown_table, run_json, write_json
+from common import (
+    command,
+    dedicated_redis,
+    free_port,
+    machine,
+    markdown_table,
+    run_json,
+    write_json,
+)
 from features import cpu, fill, redis_counts, worker
-from redis_instructions import TOTALS, control, drain as fetch_loop, started
+from redis_instructions import TOTALS, control, started
+from redis_instructions import drain as fetch_loop
 
 import gq
 from gq.events import DEFAULT_MAXLEN
