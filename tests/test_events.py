@@ -17,9 +17,11 @@ import pytest
 
 import gq
 import gq.aio
+import gq.events
 from gq.events import Event
 from gq.store.jobs import RedisQueue
 from gq.store.keys import QueueKeys
+from tests.cli_support import ADMIN, env_for, run
 from tests.helpers import Backend, RedisServer, wait_until
 from tests.task_support import make_app, run_app
 
@@ -187,3 +189,49 @@ def test_gq_events_follow_sees_an_event_enqueued_after_it_started(
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_gq_events_enables_lists_and_filters(redis_server: RedisServer) -> None:
+    queue = f"ev_cli_{uuid.uuid4().hex[:8]}"
+    env = env_for(redis_server.url, queue)
+    on = run(ADMIN, "events", "--enable", "--maxlen", "500", env=env)
+    assert (on.returncode, on.stdout.strip()) == (0, f"{queue}: events on, about 500 kept")
+    assert gq.events.maxlen(redis_server.client(), queue) == 500
+    store = gq.Queue(queue, client=redis_server.client())
+    job_id = gq.Producer(queue, client=redis_server.client()).perform(b"x")
+    store.cancel(job_id)
+    table = run(ADMIN, "events", env=env)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:3] == ["ID", "TIME", "EVENT"]
+    assert [line.split()[3] for line in lines[1:]] == ["enqueued", "cancelled"]
+    only = run(ADMIN, "events", "--json", "--event", "cancelled", env=env)
+    found = [json.loads(line) for line in only.stdout.splitlines()]
+    assert [(e["event"], e["job_id"]) for e in found] == [("cancelled", job_id)]
+    none = run(ADMIN, "events", "--json", "--task", "app.other", env=env)
+    assert (none.returncode, none.stdout) == (0, "")
+    after = run(ADMIN, "events", "--json", "--since", found[0]["id"], env=env)
+    assert (after.returncode, after.stdout) == (0, "")
+    off = run(ADMIN, "events", "--disable", env=env)
+    assert off.returncode == 0 and gq.events.maxlen(redis_server.client(), queue) == 0
+    kept = run(ADMIN, "events", "--json", env=env)
+    assert len(kept.stdout.splitlines()) == 2 and "events are off" in kept.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--since", "yesterday"], "not a stream id"),
+    (["--maxlen", "5"], "--maxlen goes with --enable"),
+    (["--enable", "--maxlen", "0"], "--maxlen"),
+    (["--event", "exploded"], "invalid choice"),
+    (["--enable", "--disable"], "not allowed with"),
+])  # fmt: skip
+def test_gq_events_refuses_bad_flags(redis_server: RedisServer, flags: list[str],
+                                     message: str) -> None:  # fmt: skip
+    result = run(ADMIN, "events", *flags, env=env_for(redis_server.url, "ev_cli_bad"))
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_gq_events_of_a_missing_queue_says_so(redis_server: RedisServer) -> None:
+    queue = f"ev_missing_{uuid.uuid4().hex[:8]}"
+    result = run(ADMIN, "events", env=env_for(redis_server.url, queue))
+    assert result.returncode == 1 and f"queue {queue} does not exist" in result.stderr
