@@ -235,3 +235,16 @@ def test_gq_events_of_a_missing_queue_says_so(redis_server: RedisServer) -> None
     queue = f"ev_missing_{uuid.uuid4().hex[:8]}"
     result = run(ADMIN, "events", env=env_for(redis_server.url, queue))
     assert result.returncode == 1 and f"queue {queue} does not exist" in result.stderr
+
+
+def test_a_refused_event_does_not_stop_the_change(backend: Backend) -> None:
+    # A key of another type where the stream goes: XADD fails, the kill still completes.
+    q = gq.Queue(backend.queue, client=backend.client())
+    q.enable_events()
+    backend.direct().set(QueueKeys(backend.queue).events, "not a stream")
+    store = RedisQueue(backend.client(), backend.queue)
+    job_id = gq.Producer(backend.queue, client=backend.client()).perform(b"x")
+    store.register("c1")
+    assert [i for i, _ in store.fetch("c1", 1)] == [job_id]
+    assert store.kill("c1", job_id, None, dead_max_jobs=10, dead_max_age=60)
+    assert backend.direct().zscore(f"{backend.queue}:dead", job_id) is not None

@@ -99,18 +99,21 @@ end
 
 -- XADD one event; `extra` is a flat list of more field, value pairs. The common events
 -- (no error, no extra) are one direct call: building the arguments' table cost more.
+-- pcall: the event comes after the change it announces has begun (an SREM, an HSETNX),
+-- and a refused XADD (the key of another type, the server at maxmemory) must not stop
+-- the script half way: the job's change stands, its event is lost.
 local function event_write(event, id, task, attempts, err, extra)
   attempts = as_attempts(attempts)
   if not err and not extra then
-    redis.call('XADD', EVENTS_KEY, 'MAXLEN', '~', events_cap_text, '*', 'event', event,
-               'job', id, 'task', task, 'attempts', attempts)
+    redis.pcall('XADD', EVENTS_KEY, 'MAXLEN', '~', events_cap_text, '*', 'event', event,
+                'job', id, 'task', task, 'attempts', attempts)
     return
   end
   local fields = {'XADD', EVENTS_KEY, 'MAXLEN', '~', events_cap_text, '*', 'event', event,
                   'job', id, 'task', task, 'attempts', attempts}
   if err then fields[#fields + 1] = 'error'; fields[#fields + 1] = err end
   for i = 1, #(extra or {}) do fields[#fields + 1] = extra[i] end
-  redis.call(unpack(fields, 1, #fields))
+  redis.pcall(unpack(fields, 1, #fields))
 end
 
 local function event_add(event, id, message, extra)
