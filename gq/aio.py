@@ -10,13 +10,14 @@ Nothing here needs gevent: it works in a plain, unpatched process.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import redis.asyncio
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from gq import events as job_events
 from gq.errors import ConfigurationError
 from gq.job import JobLike
 from gq.producer import (
@@ -105,6 +106,15 @@ class Producer(ProducerCore):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def events(queue: str, *, client: Any, since: str | None = None, block: float | None = None,
+           count: int = job_events.DEFAULT_COUNT) -> AsyncIterator[job_events.Event]:  # fmt: skip
+    """``gq.Queue.events`` for asyncio code, on a ``redis.asyncio`` client (its own
+    connection while it blocks): ``async for event in gq.aio.events("emails", client=c,
+    since="0", block=5.0)``. Turn the stream on with ``gq.Queue.enable_events``."""
+    _check_asyncio_client(client)
+    return job_events.aread(client, queue, since, block=block, count=count)
 
 
 def _check_asyncio_client(client: Any) -> None:

@@ -14,9 +14,11 @@ without a restart. curlyq consumers on the same queue do not know them.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from typing import Any
 
 from gq import bulk, jobsearch, schedules
+from gq import events as job_events
 from gq import job as jobs
 from gq.consumer_report import SILENT_SLACK as SILENT_SLACK
 from gq.consumer_report import consumer_report as consumer_report
@@ -88,6 +90,22 @@ class Queue:
     @property
     def paused(self) -> bool:
         return self.store.flow().paused
+
+    # -- job events (gq/events.py, docs/operating.md) --------------------------------------
+
+    def enable_events(self, maxlen: int = job_events.DEFAULT_MAXLEN) -> None:
+        """Write this queue's job events to its stream from now on, about ``maxlen`` kept."""
+        job_events.enable(self.client, self.name, maxlen)
+
+    def disable_events(self) -> None:
+        """Write no more events (those kept stay readable)."""
+        job_events.disable(self.client, self.name)
+
+    def events(self, since: str | None = None, *, block: float | None = None,
+               count: int = job_events.DEFAULT_COUNT) -> Iterator[job_events.Event]:  # fmt: skip
+        """The job events after stream id ``since`` ("0": all kept; None: from now on),
+        oldest first; with ``block`` (seconds), wait for more without end."""
+        return job_events.read(self.client, self.name, since, block=block, count=count)
 
     # -- periodic schedules at runtime (gq/schedules.py, docs/periodic.md) -----------------
 

@@ -17,6 +17,7 @@ from gq.cli import (
     bulk_cmd,
     dashboard_cmd,
     demo,
+    events_cmd,
     flow_cmd,
     group_cmd,
     job_cmd,
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     group_cmd.add_parser(commands, conn)
     periodic_cmd.add_parser(commands, conn)
     job_cmd.add_parser(commands, conn)
+    events_cmd.add_parser(commands, conn)
     demo.add_parser(commands)
     dashboard_cmd.add_parser(commands)
     metrics_cmd.add_parser(commands)

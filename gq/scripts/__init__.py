@@ -43,6 +43,7 @@ NAMES = (
     "move",
     "move_in",
     "reschedule",
+    "progress",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)

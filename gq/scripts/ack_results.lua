@@ -1,4 +1,4 @@
--- include: time, chunk, types, flow, ack, groups, outcome
+-- include: time, chunk, types, flow, ack, groups, outcome, events
 -- ack_results: ack.lua for jobs with an outcome to keep or a workflow to continue (SPEC
 -- section 16): for each id this consumer owns, acknowledge it as ack.lua does and, in
 -- the same call, write its result and its follow-ups (lib/outcome.lua). An id no longer
@@ -10,6 +10,7 @@
 -- KEYS[11..17] the group keys (a grouped job's release lowers its group's held count:
 -- lib/groups.lua)   KEYS[18] result slots registry   KEYS[19..] the slot of each TTL of
 -- the blob, then each entry's follow-ups' keys in turn
+-- KEYS[#KEYS - 1], KEYS[#KEYS] the flow settings hash, the events stream (lib/events.lua)
 -- ARGV[1] the queue's channel   ARGV[2] the entries blob (lib/outcome.lua's fields_of:
 -- the number of ids n, at most 1000, the n ids, the kinds, the TTLs, then one entry per
 -- id, in order)
@@ -17,6 +18,7 @@
 local G = group_keys(11)
 check_types({KEYS[1], 'set', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash',
              KEYS[9], 'zset', KEYS[10], 'list', G.of, 'hash', G.state, 'hash'})
+events_acked(KEYS[1], KEYS[2], ARGV[2], ARGV, 3)
 local flags, owned = ack_outcomes(ARGV[2], 19, {KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9],
                                                 KEYS[10], KEYS[18]}, ARGV[1])
 if #owned > 0 then

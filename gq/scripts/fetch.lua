@@ -1,4 +1,4 @@
--- include: time, chunk, oom, recovery, types, flow, ack, groups, group_take, outcome
+-- include: time, chunk, oom, recovery, types, flow, ack, groups, group_take, outcome, events
 -- fetch: acknowledge the ids this consumer finished (the acks that ride on the fetch, as
 -- ack.lua does), then take up to n ids from the head of the active list into this
 -- consumer's in-flight set and return them with their messages, in queue order, within
@@ -19,6 +19,7 @@
 -- KEYS[18] waiting sorted set   KEYS[19] results index list   KEYS[20] result slots
 -- registry   KEYS[21..] the slots and the entries' keys of ARGV[5] (as ack_results.lua's
 -- KEYS[19..])
+-- KEYS[#KEYS - 1], KEYS[#KEYS] the flow settings hash, the events stream (lib/events.lua)
 -- ARGV[1] this consumer's in-flight set key   ARGV[2] n (0 to 1000)
 -- ARGV[3] "1" if this consumer runs nothing once the acks below are done (it may take a
 -- suspect), else "0"   ARGV[4] the queue's channel   ARGV[5] "" or the entries blob of
@@ -120,6 +121,7 @@ local function suspect_next(active_key, recovered_key)
 end
 
 -- The acks: those with an outcome (the blob's), then the plain ones; one flag list.
+events_acked(KEYS[3], KEYS[4], ARGV[5], ARGV, 6)
 local flags, owned = {}, {}
 if ARGV[5] ~= '' then
   check_types({KEYS[18], 'zset', KEYS[19], 'list'})
@@ -209,4 +211,5 @@ elseif groups_wait and (state == 'ok' or (state == 'wait' and not rate_cut)) the
   -- in the ms replied: a poller waits for the signal after a short batch, so raise it.
   raise_signal(KEYS[5])
 end
+events_taken(reply, 4 + #flags)
 return reply

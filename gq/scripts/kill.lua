@@ -1,4 +1,4 @@
--- include: time, dead, chunk, types, flow, ack, groups, outcome
+-- include: time, dead, chunk, types, flow, ack, groups, outcome, events
 -- kill: if this consumer owns the job, move it to the dead set (scored now), store its
 -- updated message, then trim the dead set to its bounds. A cancel request for the job is
 -- dropped: it was for this life, which is over (a dead job is beyond cancel).
@@ -7,6 +7,7 @@
 -- KEYS[9] cancelled sorted set
 -- KEYS[10..16] the group keys (a grouped job's release lowers its group's held count; from
 -- dead it is queued again without its group)
+-- KEYS[#KEYS - 1], KEYS[#KEYS] the flow settings hash, the events stream (lib/events.lua)
 -- ARGV[1] id   ARGV[2] updated message, or "" to keep the stored one (undecodable messages)
 -- ARGV[3] dead_max_jobs   ARGV[4] dead_max_age in seconds
 -- With an outcome to keep (SPEC section 16): KEYS[17] waiting sorted set   KEYS[18] results
@@ -22,6 +23,7 @@ local keeps_ttl = #ARGV >= 6 and ARGV[6] ~= '0' and ARGV[6]
 if #ARGV >= 6 then check_types({KEYS[17], 'zset', KEYS[18], 'list', KEYS[19], 'zset'}) end
 if keeps_ttl then check_types({KEYS[20], 'hash'}) end
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+event_one('dead', ARGV[1], ARGV[2], KEYS[3])
 local now = server_now()
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end

@@ -1,4 +1,4 @@
--- include: time, chunk, types, flow, groups
+-- include: time, chunk, types, flow, groups, events
 -- push group: store each job whose id is new and put it at the end of its group's line
 -- (mode "now": gq's own keys, lib/groups.lua; the active list, which curlyq consumers read,
 -- never holds it), or schedule it at its time with its group noted, so that it joins its
@@ -7,6 +7,7 @@
 -- KEYS[1] data hash   KEYS[2] scheduled sorted set   KEYS[3] signal list
 -- KEYS[4] flow settings hash   KEYS[5] cancelled sorted set   KEYS[6] active list
 -- KEYS[7..13] the group keys
+-- KEYS[#KEYS - 1], KEYS[#KEYS] the flow settings hash, the events stream (lib/events.lua)
 -- ARGV[1] "now", "at" (times are unix seconds) or "after" (delays added to the server's TIME)
 -- ARGV    then id1, message1, time1, group1, ...  (at most 1000 quadruples; time ignored
 -- for "now"; an empty group is no group: the job is queued or scheduled as push.lua and
@@ -39,6 +40,7 @@ for i = 2, #ARGV, 4 do
     results[#results + 1] = 0
   end
 end
+events_stored('enqueued', results, ARGV, 2, 4)
 for _, group in ipairs(order) do group_append(G, group, lines[group]) end
 call_chunked('RPUSH', KEYS[6], plain)
 forget_cancels(KEYS[5], stored)

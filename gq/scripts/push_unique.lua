@@ -1,10 +1,11 @@
--- include: time, types, chunk, flow
+-- include: time, types, chunk, flow, events
 -- push_unique: store and queue (or schedule) each job of a task with unique_for, unless
 -- the job holding its uniqueness lock has not finished yet.
 -- KEYS[1] data hash   KEYS[2] active list   KEYS[3] signal list   KEYS[4] flow settings hash
 -- KEYS[5] scheduled sorted set   KEYS[6] dead sorted set
 -- KEYS[7..] the uniqueness lock of each job, in the order of the jobs (a string holding
 --           the id of the job that took it, with a TTL of unique_for)
+-- KEYS[#KEYS - 1], KEYS[#KEYS] the flow settings hash, the events stream (lib/events.lua)
 -- ARGV[1] "now" (queue at once), "at" (times are unix seconds) or "after" (delays added
 --         to the server's TIME); then per job: id, message, time, lock TTL in ms
 --         (at most 1000 jobs per call)
@@ -42,6 +43,7 @@ for i = 2, #ARGV, 4 do
     results[#results + 1] = 0
   end
 end
+events_stored('enqueued', results, ARGV, 2, 4)
 if #queued > 0 then
   call_chunked('RPUSH', KEYS[2], queued)
   raise_signal_unless_paused(KEYS[4], KEYS[3])

@@ -1,4 +1,4 @@
--- include: time, chunk, types, flow, groups
+-- include: time, chunk, types, flow, groups, events
 -- retry: if this consumer owns the job, move it to the scheduled set at server TIME + delay
 -- and store its updated message (attempt + 1). A job whose cancel was asked while it ran
 -- is deleted instead, its id freed (the cancel wins over the retry, as in recover.lua).
@@ -7,6 +7,7 @@
 -- KEYS[7] active list   KEYS[8] signal list   KEYS[9] cancelled sorted set
 -- KEYS[10..16] the group keys: a grouped job's release lowers its group's held count and
 -- the job goes back into its group's line when due (lib/groups.lua)
+-- KEYS[#KEYS - 1], KEYS[#KEYS] the flow settings hash, the events stream (lib/events.lua)
 -- ARGV[1] id   ARGV[2] updated message   ARGV[3] delay in seconds
 -- ARGV[4] (optional) seconds during which the whole queue fetches nothing: the handler
 -- raised RateLimited, which charges no attempt (the caller sends the message unchanged);
@@ -48,5 +49,6 @@ elseif hold > 0 then
 else
   wake_after_release(KEYS[6], KEYS[7], KEYS[8])
 end
+event_one(cancelled and 'cancelled' or 'retried', ARGV[1], ARGV[2], nil, {'delay', ARGV[3]})
 if cancelled then return 2 end
 return 1

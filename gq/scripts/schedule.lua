@@ -1,7 +1,8 @@
--- include: time, types, chunk, flow
+-- include: time, types, chunk, flow, events
 -- schedule: store each job whose id is new and add it to the scheduled set at its time,
 -- dropping any cancel request left for its id by an earlier job.
 -- KEYS[1] data hash   KEYS[2] scheduled sorted set   KEYS[3] cancelled sorted set
+-- KEYS[#KEYS - 1], KEYS[#KEYS] the flow settings hash, the events stream (lib/events.lua)
 -- ARGV[1] "at" (times are unix seconds) or "after" (times are delays added to the server's TIME)
 -- ARGV    then id1, message1, time1, id2, message2, time2, ...  (at most 1000 triples)
 -- Publishes the earliest new due time on KEYS[2] .. ':due' (lib/time.lua, announce_due):
@@ -24,6 +25,7 @@ for i = 2, #ARGV, 3 do
     results[#results + 1] = 0
   end
 end
+events_stored('enqueued', results, ARGV, 2, 3)
 forget_cancels(KEYS[3], stored)
 announce_due(KEYS[2], earliest)
 return results

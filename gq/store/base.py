@@ -262,7 +262,7 @@ def unique_calls(
         args: list[Any] = [mode]
         for id_, message, at, _, ttl in chunk:
             args += [id_, message, repr(float(at)), max(1, int(ttl * 1000))]
-        calls.append((head + locks, args))
+        calls.append((head + locks + keys.event_keys, args))
     return calls
 
 

@@ -41,7 +41,7 @@ def push_group_calls(keys: QueueKeys, mode: str, entries: Sequence[GroupEntry]) 
         for id_, message, at, group in chunk:
             args += [id_, message, repr(float(at)), group]
         batches.append(args)
-    return [*head, *group_keys(keys.name)], batches
+    return [*head, *group_keys(keys.name), *keys.event_keys], batches
 
 
 def push_group(queue: ScriptedQueue, mode: str, entries: Sequence[GroupEntry]) -> list[bool]:

@@ -89,9 +89,20 @@ class QueueKeys:
         return f"{self.name}:cancelled"
 
     @property
+    def events(self) -> str:
+        """gq's own key: the queue's opt-in stream of job events (lib/events.lua)."""
+        return f"{self.name}:events"
+
+    @property
+    def event_keys(self) -> list[str]:
+        """The two keys every script that writes events takes last: the flow settings
+        hash (its field events_maxlen turns the stream on) and the stream."""
+        return [self.flow, self.events]
+
+    @property
     def push_keys(self) -> list[str]:
         """The keys of push.lua, for the blocking and the asyncio producer alike."""
-        return [self.data, self.active, self.signal, self.flow, self.cancelled]
+        return [self.data, self.active, self.signal, self.flow, self.cancelled, *self.event_keys]
 
     @property
     def wake_keys(self) -> list[str]:
@@ -112,7 +123,7 @@ class QueueKeys:
     @property
     def schedule_keys(self) -> list[str]:
         """The keys of schedule.lua, for the blocking and the asyncio producer alike."""
-        return [self.data, self.scheduled, self.cancelled]
+        return [self.data, self.scheduled, self.cancelled, *self.event_keys]
 
     # -- results and workflows (SPEC section 16, gq/scripts/lib/outcome.lua) ------------
 

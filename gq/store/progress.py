@@ -1,6 +1,7 @@
 """The Redis side of a running job's progress (``CurrentJob.progress``, issue 34): one
-SET with an expiry per write under ``QueueKeys.progress``, one GET per read. Not
-written by any script: the job's end does not delete it (docs/decisions.md); it
+SET with an expiry per write under ``QueueKeys.progress`` (progress.lua, which also
+announces it when the queue's events are on), one GET per read. The job's end does not
+delete it (docs/decisions.md); it
 expires ``PROGRESS_TTL`` after the last write and readers show it only while the job
 runs, in the attempt that wrote it."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gq.store.base import registered, wire
 from gq.store.keys import QueueKeys
 
 #: How long a progress report outlives its last write, seconds.
@@ -16,10 +18,14 @@ PROGRESS_TTL = 3600.0
 
 
 def write_progress(client: Any, queue: str, job_id: str, report: tuple[float, str, int]) -> None:
-    """Keep ``(fraction, note, attempt)`` as ``job_id``'s progress (one SET ... PX)."""
+    """Keep ``(fraction, note, attempt)`` as ``job_id``'s progress (one script call: a
+    SET ... PX, and its event when the queue's events are on)."""
     fraction, note, attempt = report
     value = json.dumps({"f": fraction, "n": note, "a": attempt}, ensure_ascii=False)
-    client.set(QueueKeys(queue).progress(job_id), value, px=int(PROGRESS_TTL * 1000))
+    keys = QueueKeys(queue)
+    script = registered(client, ("progress",))["progress"]
+    args = [job_id, value, int(PROGRESS_TTL * 1000), repr(fraction), note, attempt]
+    script(keys=[keys.progress(job_id), *keys.event_keys], args=wire(args))
 
 
 def read_progress(client: Any, queue: str, job_id: str) -> tuple[float, str, int] | None:
