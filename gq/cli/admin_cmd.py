@@ -15,6 +15,7 @@ from gq.cli import (
     EXIT_FATAL,
     EXIT_USAGE,
     bulk_cmd,
+    history_cmd,
     dashboard_cmd,
     demo,
     flow_cmd,
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_job_set(commands, conn, "scheduled", jobs_cmd.scheduled_list, jobs_cmd.scheduled_delete)
     bulk_cmd.add_parsers(commands, conn)
+    history_cmd.add_parser(commands, conn)
     _add_consumers(commands, conn)
     flow_cmd.add_parsers(commands, conn)
     group_cmd.add_parser(commands, conn)

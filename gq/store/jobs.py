@@ -127,6 +127,7 @@ class RedisQueue(ScriptedQueue):
         keys = [k.consumers, k.active, inflight, k.data, k.signal, k.recovered, k.flow, k.held,
                 k.rate, k.cancelled, *group_keys(k.name), *k.outcome_keys]  # fmt: skip
         blob = packed(k, outcomes, keys) if outcomes else b""
+        keys += k.finished_keys
         reply = self._run(
             "fetch", keys,
             [inflight, min(count, MAX_BATCH), "1" if idle else "0", k.channel, blob,
@@ -143,7 +144,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.data, k.recovered, k.held, k.flow, k.active, k.signal,
-            k.cancelled, *group_keys(k.name),
+            k.cancelled, *group_keys(k.name), *k.finished_keys,
         ]  # fmt: skip
         return flags(self._run_batches("ack", keys, [list(chunk) for chunk in chunks(ids)]))
 
@@ -181,6 +182,7 @@ class RedisQueue(ScriptedQueue):
         args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
         if outcome is not None:
             args += kill_extras(k, job_id, outcome, keys)
+        keys += k.finished_keys
         return bool(self._run("kill", keys, args))
 
     def requeue(self, consumer_id: str, ids: Sequence[str]) -> int:
