@@ -7,7 +7,7 @@ arguments, its Attempt, a dead job's Error). Its bounds live in Redis, in
 ``<queue>:finished:settings`` ("max" entries, "ttl" seconds), so that every consumer and
 every operator sees the same (``gq history --queue Q --set-max N --set-ttl 2d``).
 
-A page reads the set from a cursor in bounded chunks (ZREVRANGEBYSCORE ... LIMIT), and
+A page reads the set from a cursor in bounded chunks (ZRANGE ... BYSCORE REV LIMIT), and
 the kept result records of its entries in two more round trips: an entry whose task kept
 a result links to it, and gets the start of its run (its ``duration``) from it.
 """
@@ -158,8 +158,8 @@ def page(queue: ScriptedQueue, jobfilter: JobFilter | None = None, limit: int = 
     matched: list[_Ended] = []
     read = 0
     while len(matched) < limit and read < SCAN_MAX:
-        rows = queue.client.zrevrangebyscore(queue.keys.finished, at, "-inf", start=seen,
-                                             num=CHUNK, withscores=True)  # fmt: skip
+        rows = queue.client.zrange(queue.keys.finished, at, "-inf", desc=True, byscore=True,
+                                   offset=seen, num=CHUNK, withscores=True)  # fmt: skip
         for member, score in rows:
             read += 1
             seen = seen + 1 if repr(score) == at else 1

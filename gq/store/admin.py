@@ -279,7 +279,7 @@ class QueueAdmin(ConsumerReports):
         ids = [key[len(prefix) :] for key in inflight_keys if key.startswith(prefix)]
         hour = int(time.time()) // 3600 * 3600
         hours = range(hour - HISTORY_KEEP_HOURS * 3600, hour + 7200, 3600)  # skew both ways
-        return [*map(self.keys.facts, ids), *map(self.keys.finished, hours)]
+        return [*map(self.keys.facts, ids), *map(self.keys.history, hours)]
 
     def gauges(self, consumer_timeout: float) -> QueueGauges:
         """The queue-wide numbers of a metrics scrape, in one atomic round trip."""

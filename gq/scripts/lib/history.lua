@@ -21,7 +21,8 @@ local history = false  -- {key, settings, max, ttl} while this script writes a h
 -- history keys or it is turned off.
 local function history_open()
   local settings, key = KEYS[#KEYS - 1], KEYS[#KEYS]
-  if #KEYS < 2 or string.sub(key, -9) ~= ':finished' or settings ~= key .. ':settings' then
+  if #KEYS < 2 or string.sub(key, -9) ~= ':finished' or string.sub(settings, -18) ~=
+      ':finished:settings' or string.sub(settings, 1, #key) ~= key then
     return false
   end
   check_types({key, 'zset', settings, 'hash'})
@@ -44,7 +45,12 @@ local function history_trim(now_ms)
   local over = redis.call('ZCARD', key) - history.max
   local old = redis.call('ZCOUNT', key, '-inf', now_ms - history.ttl * 1000)
   local cut = math.min(math.max(over, old), HISTORY_TRIM)
-  if cut > 0 then redis.call('ZREMRANGEBYRANK', key, 0, cut - 1) end
+  if cut > 0 then
+    -- By the score of the last one cut (the ACL rule of docs/deployment.md allows
+    -- ZREMRANGEBYSCORE, not ZREMRANGEBYRANK): entries that ended in the same ms go too.
+    local edge = redis.call('ZRANGE', key, cut - 1, cut - 1, 'WITHSCORES')
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', edge[2])
+  end
   redis.call('PEXPIRE', key, history.ttl * 1000)
 end
 
