@@ -1,13 +1,13 @@
 """The history of finished jobs (issue 34): what ended on a queue, newest first.
 
 The scripts that end a job write its entry in the same call (gq/scripts/lib/history.lua):
-the sorted set ``<queue>:finished`` scores each entry by the server time it ended (ms);
-an entry is its state, its id and the job's message as it was stored (its task, its
+the list ``<queue>:finished``, newest first; an entry is its number, the server time it
+ended (ms), its state, its id and the job's message as it was stored (its task, its
 arguments, its Attempt, a dead job's Error). Its bounds live in Redis, in
 ``<queue>:finished:settings`` ("max" entries, "ttl" seconds), so that every consumer and
 every operator sees the same (``gq history --queue Q --set-max N --set-ttl 2d``).
 
-A page reads the set from a cursor in bounded chunks (ZRANGE ... BYSCORE REV LIMIT), and
+A page reads the list from a cursor (an entry's number) in bounded chunks (LRANGE), and
 the kept result records of its entries in two more round trips: an entry whose task kept
 a result links to it, and gets the start of its run (its ``duration``) from it.
 """
@@ -80,19 +80,22 @@ class _Ended(Candidate):
     """A history entry as a JobFilter reads it: its age is its end."""
 
     ran = 1  # the run that ended, when its message does not count it yet
+    number = 0  # its place in the history (lib/history.lua): a cursor names one
 
     @property
     def age_time(self) -> float | None:
         return self.score
 
 
-def decode_member(member: bytes, score: float) -> _Ended:
-    """The candidate of one stored entry (``score``: its end, ms)."""
-    size = member[1] * 256 + member[2]
-    job_id = member[3 : 3 + size].decode("utf-8", "surrogateescape")
-    message = member[3 + size :] or None
-    found = _Ended(job_id, STATES.get(member[:1], "done"), score / 1000, message)
-    found.ran = 0 if member[:1] in _COUNTED else 1
+def decode_member(member: bytes) -> _Ended:
+    """The candidate of one stored entry, and its number in ``number``."""
+    size = member[17] * 256 + member[18]
+    job_id = member[19 : 19 + size].decode("utf-8", "surrogateescape")
+    state = member[16:17]
+    found = _Ended(job_id, STATES.get(state, "done"), int.from_bytes(member[8:16], "big") / 1000,
+                   member[19 + size :] or None)  # fmt: skip
+    found.number = int.from_bytes(member[:8], "big")
+    found.ran = 0 if state in _COUNTED else 1
     return found
 
 
@@ -134,13 +137,12 @@ def states_of(jobfilter: JobFilter) -> frozenset[str]:
     return frozenset(named)
 
 
-def _split(cursor: str | None) -> tuple[str, int]:
-    """A cursor: the end time (ms) to read from, and the entries of that time already read."""
+def _wanted_number(cursor: str | None) -> int | None:
+    """A cursor: the number of the next entry to read (None: the newest)."""
     if cursor is None:
-        return "+inf", 0
-    at, _, seen = cursor.partition(":")
+        return None
     try:
-        return repr(float(at)), int(seen)
+        return int(cursor)
     except ValueError:
         raise ConfigurationError(f"not a gq history cursor: {cursor!r}") from None
 
@@ -152,26 +154,31 @@ def page(queue: ScriptedQueue, jobfilter: JobFilter | None = None, limit: int = 
     if limit < 1:
         raise ConfigurationError(f"a history page's limit must be at least 1, not {limit!r}")
     jobfilter = jobfilter or JobFilter()
-    wanted = states_of(jobfilter)
-    at, seen = _split(cursor)
-    now = queue.server_time()
-    matched: list[_Ended] = []
-    read = 0
-    while len(matched) < limit and read < SCAN_MAX:
-        rows = queue.client.zrange(queue.keys.finished, at, "-inf", desc=True, byscore=True,
-                                   offset=seen, num=CHUNK, withscores=True)  # fmt: skip
-        for member, score in rows:
-            read += 1
-            seen = seen + 1 if repr(score) == at else 1
-            at = repr(score)
-            found = decode_member(member, score)
-            if found.state in wanted and jobfilter.matches(found, now):
+    states_of(jobfilter)  # (a state outside the history is refused before any read)
+    wanted, index = _wanted_number(cursor), 0
+    written = int(queue.client.hget(queue.keys.finished_settings, "written") or 0)
+    if wanted is not None:  # (entries written since only move it further: skipped below)
+        index = max(0, written - 1 - wanted)
+    now, matched, read = queue.server_time(), [], 0
+    while len(matched) < limit and read < SCAN_MAX and (wanted is None or wanted >= 0):
+        rows = queue.client.lrange(queue.keys.finished, index, index + CHUNK - 1)
+        index += len(rows)
+        for found in map(decode_member, rows):
+            if wanted is not None and found.number > wanted:
+                continue
+            read, wanted = read + 1, found.number - 1
+            if _keeps(found, jobfilter, now):
                 matched.append(found)
                 if len(matched) == limit:
                     break
         if len(rows) < CHUNK and len(matched) < limit:
             return HistoryPage(_entries(queue, matched), None)
-    return HistoryPage(_entries(queue, matched), f"{at}:{seen}")
+    more = wanted is not None and wanted >= 0
+    return HistoryPage(_entries(queue, matched), str(wanted) if more else None)
+
+
+def _keeps(found: _Ended, jobfilter: JobFilter, now: float) -> bool:
+    return found.state in states_of(jobfilter) and jobfilter.matches(found, now)
 
 
 def _entries(queue: ScriptedQueue, found: list[_Ended]) -> list[HistoryEntry]:

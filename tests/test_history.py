@@ -153,8 +153,9 @@ def test_retention_by_count_and_by_age_and_off(backend: Backend) -> None:
     assert 0 < direct.pttl(q.store.keys.finished) <= history.HISTORY_TTL * 1000
     # By age: entries older than the TTL go at the next write.
     q.history_settings(history_max=100, history_ttl=60)
-    old = direct.zrange(q.store.keys.finished, 0, -1)
-    direct.zadd(q.store.keys.finished, {member: 1000.0 for member in old})  # ended in 1970
+    key = q.store.keys.finished
+    for i, member in enumerate(direct.lrange(key, 0, -1)):  # as if they ended in 1970
+        direct.lset(key, i, member[:8] + (1000).to_bytes(8, "big") + member[16:])
     fresh = _fill(backend, 1)
     assert [e.id for e in entries(q)] == fresh
     q.history_settings(history_max=0)
@@ -169,9 +170,10 @@ def test_a_trim_is_bounded_per_call(backend: Backend) -> None:
     key = q.store.keys.finished
     direct = backend.direct()
     now_ms = time.time() * 1000
-    direct.zadd(key, {b"d\x00\x01" + str(i).encode(): now_ms - 1000 + i for i in range(2500)})
+    entry = int(now_ms).to_bytes(8, "big") + b"d\x00\x01x"
+    direct.rpush(key, *[i.to_bytes(8, "big") + entry for i in range(2500)])
     q.history_settings(history_max=10)
     _fill(backend, 1)
-    assert direct.zcard(key) == 2501 - 1000  # one call removed HISTORY_TRIM at most
+    assert direct.llen(key) == 2501 - 1000  # one call removed HISTORY_TRIM at most
     _fill(backend, 2)
-    assert direct.zcard(key) == 10
+    assert direct.llen(key) == 10

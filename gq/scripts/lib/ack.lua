@@ -14,7 +14,7 @@ local function acknowledge(inflight_key, data_key, recovered_key, cancelled_key,
   end
   -- One HDEL per hash for the whole batch (at most 1000 ids, well below unpack's limit).
   if #owned > 0 then
-    history_record('d', owned, data_key, nil, cancelled_key)  -- (lib/history.lua)
+    history_record('d', owned, data_key, cancelled_key)  -- (lib/history.lua)
     redis.call('HDEL', data_key, unpack(owned, 1, #owned))
     redis.call('HDEL', recovered_key, unpack(owned, 1, #owned))
     if redis.call('EXISTS', cancelled_key) == 1 then

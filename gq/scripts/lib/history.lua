@@ -2,19 +2,23 @@
 -- end a job (ack.lua, ack_results.lua, fetch.lua's acks, kill.lua, cancel.lua) for the
 -- ids whose change happened, in the same call: no entry for an ack of a job not owned.
 -- Include it before lib/ack.lua (acknowledge writes the entries of the jobs it acks).
--- curlyq never reads these keys: Q:finished (sorted set: entry -> when the job ended,
--- server ms) and Q:finished:settings (hash: "max" entries, "ttl" seconds; absent: the
--- defaults below; 0 in either: no history). Both are passed as the script's LAST two
--- keys (settings, then history); a caller that passes other keys last writes none.
--- An entry: its state ("d" done, "x" dead, "c" cancelled before it ran, "i" cancelled
--- while it ran: interrupted), the id's length (2 bytes,
--- big-endian), the id, then the job's message as it was stored (curlyq's MessagePack:
--- the task envelope, its Attempt, a dead job's Error), or "" past MESSAGE_MAX bytes.
--- The message is read from the data hash before the script deletes it: the worker sends
--- nothing more with its acks (docs/decisions.md).
+-- curlyq never reads these keys: Q:finished (a list, newest first: one entry per job
+-- that ended) and Q:finished:settings (hash: "max" entries, "ttl" seconds, both the
+-- operator's (absent: the defaults below; 0 in either: no history), and "written", the
+-- entries ever written, which numbers them for a reader's cursor). Both are passed as
+-- the script's LAST two keys (settings, then history); a caller that passes other keys
+-- last writes none. A list, not a sorted set: LPUSH and LTRIM cost Redis half as much
+-- per job as ZADD and its trim (benchmarks/README.md), and the jobs end in time order.
+-- An entry: its number (8 bytes, big-endian), when it ended (server ms, 8 bytes), its
+-- state ("d" done, "x" dead, "c" cancelled before it ran, "i" cancelled while it ran:
+-- interrupted), the id's length (2 bytes), the id, then the job's message as it was
+-- stored (curlyq's MessagePack: the task envelope, its Attempt, a dead job's Error), or
+-- "" past HISTORY_MESSAGE_MAX bytes. The message is read from the data hash before the
+-- script deletes it: the worker sends nothing more with its acks (docs/decisions.md).
 local HISTORY_MAX, HISTORY_TTL = 10000, 86400
 local HISTORY_TRIM = 1000  -- entries removed per call at most: a trim never blocks Redis
 local HISTORY_MESSAGE_MAX = 4096
+local HISTORY_AGED = 100  -- entries read from the tail per call to find those too old
 local history = false  -- {key, settings, max, ttl} while this script writes a history
 
 -- Open the queue's history from the script's last two keys: false when they are not
@@ -25,52 +29,72 @@ local function history_open()
       ':finished:settings' or string.sub(settings, 1, #key) ~= key then
     return false
   end
-  check_types({key, 'zset', settings, 'hash'})
+  check_types({key, 'list', settings, 'hash'})
   local found = redis.call('HMGET', settings, 'max', 'ttl')
   local max, ttl = tonumber(found[1]) or HISTORY_MAX, tonumber(found[2]) or HISTORY_TTL
   if max <= 0 or ttl <= 0 then return false end
-  history = {key = key, max = max, ttl = ttl}
+  history = {key = key, settings = settings, max = max, ttl = ttl}
   return history
 end
 
-local function history_entry(state, id, message)
-  if not message or #message > HISTORY_MESSAGE_MAX then message = '' end
-  return state .. string.char(math.floor(#id / 256) % 256, #id % 256) .. id .. message
+-- n as 8 bytes, big-endian (exact below 2^53).
+local function history_u64(n)
+  local bytes = {}
+  for i = 8, 1, -1 do
+    bytes[i] = n % 256
+    n = math.floor(n / 256)
+  end
+  return string.char(unpack(bytes, 1, 8))
+end
+
+local function history_time(entry)
+  local t = 0
+  for i = 9, 16 do t = t * 256 + string.byte(entry, i) end
+  return t
+end
+
+-- Entries older than the TTL, counted from the tail (at most HISTORY_AGED).
+local function history_aged(cutoff)
+  local last = redis.call('LINDEX', history.key, -1)
+  if not last or history_time(last) >= cutoff then return 0 end
+  local tail = redis.call('LRANGE', history.key, -HISTORY_AGED, -1)
+  local old = 0
+  for i = #tail, 1, -1 do
+    if history_time(tail[i]) >= cutoff then break end
+    old = old + 1
+  end
+  return old
 end
 
 -- Cut the history to its bounds, oldest first, at most HISTORY_TRIM entries per call
 -- (a backlog of trimming, after `max` was lowered, goes in the next calls).
-local function history_trim(now_ms)
-  local key = history.key
-  local over = redis.call('ZCARD', key) - history.max
-  local old = redis.call('ZCOUNT', key, '-inf', now_ms - history.ttl * 1000)
-  local cut = math.min(math.max(over, old), HISTORY_TRIM)
-  if cut > 0 then
-    -- By the score of the last one cut (the ACL rule of docs/deployment.md allows
-    -- ZREMRANGEBYSCORE, not ZREMRANGEBYRANK): entries that ended in the same ms go too.
-    local edge = redis.call('ZRANGE', key, cut - 1, cut - 1, 'WITHSCORES')
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', edge[2])
-  end
-  redis.call('PEXPIRE', key, history.ttl * 1000)
+local function history_trim(size, now_ms)
+  local over = size - history.max
+  local cut = math.min(math.max(over, history_aged(now_ms - history.ttl * 1000)), HISTORY_TRIM)
+  if cut > 0 then redis.call('LTRIM', history.key, 0, size - cut - 1) end
+  redis.call('PEXPIRE', history.key, history.ttl * 1000)
 end
 
 -- Record the jobs `ids` (owned: their change happened) as ended in `state`, their
--- messages `messages` (one per id; nil: read from `data_key` before it is deleted).
--- Cancel requests in `cancelled_key` turn a "d" into "i": the worker acks a job it
--- interrupted with JobCancelled like any other.
-local function history_record(state, ids, data_key, messages, cancelled_key)
+-- messages read from `data_key` (before the caller deletes them). Cancel requests in
+-- `cancelled_key` turn a "d" into "i": the worker acks a job it interrupted with
+-- JobCancelled like any other.
+local function history_record(state, ids, data_key, cancelled_key)
   if not history or #ids == 0 then return end
-  messages = messages or hmget_chunked(data_key, ids)
+  local messages = hmget_chunked(data_key, ids)
   local asked = cancelled_key and redis.call('EXISTS', cancelled_key) == 1
   local t = redis.call('TIME')
   local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local args, n = {}, 0
+  local stamp = history_u64(now_ms)
+  local first = redis.call('HINCRBY', history.settings, 'written', #ids) - #ids
+  local entries, char = {}, string.char
   for i = 1, #ids do
-    local ended = state
-    if asked and redis.call('ZSCORE', cancelled_key, ids[i]) then ended = 'i' end
-    args[n + 1], args[n + 2] = now_ms, history_entry(ended, ids[i], messages[i])
-    n = n + 2
+    local id, message, ended = ids[i], messages[i], state
+    if asked and redis.call('ZSCORE', cancelled_key, id) then ended = 'i' end
+    if not message or #message > HISTORY_MESSAGE_MAX then message = '' end
+    entries[i] = history_u64(first + i - 1) .. stamp .. ended
+      .. char(math.floor(#id / 256) % 256, #id % 256) .. id .. message
   end
-  call_chunked('ZADD', history.key, args)
-  history_trim(now_ms)
+  -- (at most 1000 ids: every caller's batch is bounded so)
+  history_trim(redis.call('LPUSH', history.key, unpack(entries, 1, #entries)), now_ms)
 end
