@@ -36,7 +36,7 @@ def drain(history_on: bool, n: int) -> dict[str, Any]:
         cmd, env = worker(url, queue, "task")
         result = run_json(cmd, 900, {"BENCH_N": str(n), **env})
         cpu1, calls1 = redis_counts(client)
-        entries = int(client.zcard(f"{queue}:finished"))
+        entries = int(client.llen(f"{queue}:finished"))
         used = int(client.memory_usage(f"{queue}:finished", samples=0) or 0)
     done = result["n"]
     return {"rate": result["rate"], "worker_us": result["cpu_us_per_job"],

@@ -177,3 +177,35 @@ def test_a_trim_is_bounded_per_call(backend: Backend) -> None:
     assert direct.llen(key) == 2501 - 1000  # one call removed HISTORY_TRIM at most
     _fill(backend, 2)
     assert direct.llen(key) == 10
+
+
+def test_a_curlyq_consumer_shares_the_queue_unaffected(redis_server: Any) -> None:
+    """curlyq's own scripts fetch and ack beside a gq consumer that writes the history:
+    curlyq's keys hold what its scripts expect, its acks work (and write no entry: the
+    history is gq's), gq's acks are recorded."""
+    from tests.curlyq_lua import CurlyqScripts, script_sources
+
+    client = redis_server.client()
+    name = f"hist-cq-{time.time_ns()}"
+    try:
+        cq = CurlyqScripts(client, script_sources())
+        producer = gq.Producer(name, client=client)
+        ids = [producer.perform(gq.Job(data=b"x")) for _ in range(2)]
+        store = RedisQueue(client, name)
+        k = store.keys
+        inflight = k.inflight("go-1")
+        cq.run("registerConsumer", [k.consumers], [repr(time.time()), inflight])
+        taken = cq.run("getJobs", [k.consumers, k.active, inflight, k.data, k.signal],
+                       [1, inflight])  # fmt: skip
+        assert len(taken) == 1
+        go_id = next(i for i in ids if client.sismember(inflight, i))
+        assert cq.run("ackJob", [inflight, k.data], [go_id]) == 1
+        store.register("py-1")
+        [(py_id, _)] = store.fetch("py-1", 1)
+        assert store.ack("py-1", [py_id]) == [True]
+        assert [e.id for e in gq.Queue(name, client=client).history().entries] == [py_id]
+        assert client.hlen(k.data) == 0 and client.llen(k.active) == 0
+    finally:
+        for key in client.scan_iter(f"{name}*"):
+            client.delete(key)
+        client.close()
