@@ -48,7 +48,7 @@ def pairs(n: int, repeat: int) -> list[dict[str, Any]]:
     out = []
     for i in range(repeat):
         runs = {}
-        for on in ([True, False] if i % 2 == 0 else [False, True]):
+        for on in [True, False] if i % 2 == 0 else [False, True]:
             runs[on] = drain(on, n)
             print(f"history {'on' if on else 'off'}: {runs[on]['rate']:,.0f} jobs/s, worker "
                   f"{runs[on]['worker_us']:.1f} µs, Redis {runs[on]['redis_us']:.1f} µs per job",
@@ -71,7 +71,7 @@ def summary(runs: list[dict[str, Any]]) -> list[str]:
             f"{med('on', 'worker_us'):.1f} / {med('off', 'worker_us'):.1f}",
             f"{med('on', 'redis_us'):.1f} / {med('off', 'redis_us'):.1f}",
             f"{med('on', 'commands'):.3f} / {med('off', 'commands'):.3f}",
-            f"{med('on', 'bytes_per_entry'):.0f} ({med('on', 'entries'):,.0f} entries)"]  # fmt: skip
+            f"{med('on', 'bytes_per_entry'):.0f} ({med('on', 'entries'):,.0f})"]  # fmt: skip
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ a result links to it, and gets the start of its run (its ``duration``) from it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from gq import jobsearch
 from gq.errors import ConfigurationError
@@ -88,13 +88,13 @@ class _Ended(Candidate):
 
 
 def decode_member(member: bytes) -> _Ended:
-    """The candidate of one stored entry, and its number in ``number``."""
-    size = member[17] * 256 + member[18]
-    job_id = member[19 : 19 + size].decode("utf-8", "surrogateescape")
-    state = member[16:17]
-    found = _Ended(job_id, STATES.get(state, "done"), int.from_bytes(member[8:16], "big") / 1000,
-                   member[19 + size :] or None)  # fmt: skip
-    found.number = int.from_bytes(member[:8], "big")
+    """The candidate of one stored entry (lib/history.lua's layout), its number set."""
+    size = member[26] * 256 + member[27]
+    job_id = member[28 : 28 + size].decode("utf-8", "surrogateescape")
+    state = member[25:26]
+    found = _Ended(job_id, STATES.get(state, "done"), int(member[12:25]) / 1000,
+                   member[28 + size :] or None)  # fmt: skip
+    found.number = int(member[:12], 16)
     found.ran = 0 if state in _COUNTED else 1
     return found
 
@@ -120,7 +120,8 @@ def configure(queue: ScriptedQueue, history_max: int | None = None,
             raise ConfigurationError(f"history_ttl must be seconds >= 0, not {history_ttl!r}")
         fields["ttl"] = str(int(history_ttl)) if history_ttl == int(history_ttl) else "1"
     if fields:
-        queue.client.hset(queue.keys.finished_settings, mapping=fields)
+        client: Any = queue.client  # (the protocol of gq.store.base names fewer commands)
+        client.hset(queue.keys.finished_settings, mapping=fields)
     return settings(queue)
 
 
@@ -159,9 +160,10 @@ def page(queue: ScriptedQueue, jobfilter: JobFilter | None = None, limit: int = 
     written = int(queue.client.hget(queue.keys.finished_settings, "written") or 0)
     if wanted is not None:  # (entries written since only move it further: skipped below)
         index = max(0, written - 1 - wanted)
-    now, matched, read = queue.server_time(), [], 0
+    now, read, client = queue.server_time(), 0, cast(Any, queue.client)
+    matched: list[_Ended] = []
     while len(matched) < limit and read < SCAN_MAX and (wanted is None or wanted >= 0):
-        rows = queue.client.lrange(queue.keys.finished, index, index + CHUNK - 1)
+        rows = client.lrange(queue.keys.finished, index, index + CHUNK - 1)
         index += len(rows)
         for found in map(decode_member, rows):
             if wanted is not None and found.number > wanted:

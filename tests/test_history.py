@@ -66,14 +66,23 @@ def test_done_dead_retried_and_byte_jobs_are_recorded(backend: Backend, run_app:
     by_id = {e.id: e for e in ended(q, 4)}
     assert set(by_id) == {done, dead, retried, byte_id}
     first = by_id[done]
-    assert (first.state, first.task, first.attempts, first.result_kept) == ("done", add.name, 1, True)
+    assert (first.state, first.task, first.attempts, first.result_kept) == (
+        "done",
+        add.name,
+        1,
+        True,
+    )
     assert first.args == "2, 3"
     assert first.started_at is not None and first.duration is not None
     assert 0.04 <= first.duration < 5 and first.enqueued_at is not None
     assert first.enqueued_at <= first.started_at <= first.finished_at
     assert (by_id[dead].state, by_id[dead].attempts) == ("dead", 1)
     assert "boom: the bug of the day" in (by_id[dead].error or "")
-    assert (by_id[retried].state, by_id[retried].attempts, by_id[retried].error) == ("done", 3, None)
+    assert (by_id[retried].state, by_id[retried].attempts, by_id[retried].error) == (
+        "done",
+        3,
+        None,
+    )
     assert (by_id[byte_id].state, by_id[byte_id].task, by_id[byte_id].result_kept) == (
         "done", None, False)  # fmt: skip
     row = first.as_dict()
@@ -155,7 +164,7 @@ def test_retention_by_count_and_by_age_and_off(backend: Backend) -> None:
     q.history_settings(history_max=100, history_ttl=60)
     key = q.store.keys.finished
     for i, member in enumerate(direct.lrange(key, 0, -1)):  # as if they ended in 1970
-        direct.lset(key, i, member[:8] + (1000).to_bytes(8, "big") + member[16:])
+        direct.lset(key, i, member[:12] + b"%013d" % 1000 + member[25:])
     fresh = _fill(backend, 1)
     assert [e.id for e in entries(q)] == fresh
     q.history_settings(history_max=0)
@@ -170,8 +179,8 @@ def test_a_trim_is_bounded_per_call(backend: Backend) -> None:
     key = q.store.keys.finished
     direct = backend.direct()
     now_ms = time.time() * 1000
-    entry = int(now_ms).to_bytes(8, "big") + b"d\x00\x01x"
-    direct.rpush(key, *[i.to_bytes(8, "big") + entry for i in range(2500)])
+    entry = b"%013d" % now_ms + b"d\x00\x01x"
+    direct.rpush(key, *[b"%012x" % i + entry for i in range(2500)])
     q.history_settings(history_max=10)
     _fill(backend, 1)
     assert direct.llen(key) == 2501 - 1000  # one call removed HISTORY_TRIM at most

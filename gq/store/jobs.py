@@ -127,9 +127,8 @@ class RedisQueue(ScriptedQueue):
         keys = [k.consumers, k.active, inflight, k.data, k.signal, k.recovered, k.flow, k.held,
                 k.rate, k.cancelled, *group_keys(k.name), *k.outcome_keys]  # fmt: skip
         blob = packed(k, outcomes, keys) if outcomes else b""
-        keys += k.finished_keys
         reply = self._run(
-            "fetch", keys,
+            "fetch", [*keys, *k.finished_keys],  # (the history's keys last: lib/history.lua)
             [inflight, min(count, MAX_BATCH), "1" if idle else "0", k.channel, blob,
              *acks[: MAX_BATCH - len(outcomes)]],
         )  # fmt: skip

@@ -9,7 +9,7 @@
 -- the script's LAST two keys (settings, then history); a caller that passes other keys
 -- last writes none. A list, not a sorted set: LPUSH and LTRIM cost Redis half as much
 -- per job as ZADD and its trim (benchmarks/README.md), and the jobs end in time order.
--- An entry: its number (8 bytes, big-endian), when it ended (server ms, 8 bytes), its
+-- An entry: its number (12 hex digits), when it ended (server ms, 13 digits), its
 -- state ("d" done, "x" dead, "c" cancelled before it ran, "i" cancelled while it ran:
 -- interrupted), the id's length (2 bytes), the id, then the job's message as it was
 -- stored (curlyq's MessagePack: the task envelope, its Attempt, a dead job's Error), or
@@ -37,20 +37,8 @@ local function history_open()
   return history
 end
 
--- n as 8 bytes, big-endian (exact below 2^53).
-local function history_u64(n)
-  local bytes = {}
-  for i = 8, 1, -1 do
-    bytes[i] = n % 256
-    n = math.floor(n / 256)
-  end
-  return string.char(unpack(bytes, 1, 8))
-end
-
 local function history_time(entry)
-  local t = 0
-  for i = 9, 16 do t = t * 256 + string.byte(entry, i) end
-  return t
+  return tonumber(string.sub(entry, 13, 25))
 end
 
 -- Entries older than the TTL, counted from the tail (at most HISTORY_AGED).
@@ -85,14 +73,14 @@ local function history_record(state, ids, data_key, cancelled_key)
   local asked = cancelled_key and redis.call('EXISTS', cancelled_key) == 1
   local t = redis.call('TIME')
   local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local stamp = history_u64(now_ms)
+  local stamp = string.format('%013d', now_ms)
   local first = redis.call('HINCRBY', history.settings, 'written', #ids) - #ids
-  local entries, char = {}, string.char
+  local entries, char, format = {}, string.char, string.format
   for i = 1, #ids do
     local id, message, ended = ids[i], messages[i], state
     if asked and redis.call('ZSCORE', cancelled_key, id) then ended = 'i' end
     if not message or #message > HISTORY_MESSAGE_MAX then message = '' end
-    entries[i] = history_u64(first + i - 1) .. stamp .. ended
+    entries[i] = format('%012x', first + i - 1) .. stamp .. ended
       .. char(math.floor(#id / 256) % 256, #id % 256) .. id .. message
   end
   -- (at most 1000 ids: every caller's batch is bounded so)
