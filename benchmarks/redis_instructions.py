@@ -9,6 +9,7 @@ takes --batch jobs and acknowledges the previous batch, riding on the fetch as a
 acks do, until the queue is empty. Figures: the loop's instructions / N.
 
 usage: redis_instructions.py [--n N] [--batch B] [--groups G] [--modes bytes,groups]
+(mode history_off: bytes with the history of finished jobs turned off)
 (run with PYTHONPATH=<a tree> to count another tree's scripts)
 """
 
@@ -77,6 +78,8 @@ def count(mode: str, n: int, batch: int, groups: int, out: str) -> float:
             prefill_groups(url, "q", n, groups)
         else:
             prefill(url, "q", n)
+        if mode == "history_off":  # (benchmarks/history.py: "bytes" has it on, the default)
+            client.hset("q:finished:settings", "max", 0)
         store = RedisQueue(client, "q")
         store.register("c1")
         store.fetch("c1", 0, idle=False)  # the script loaded, outside the count

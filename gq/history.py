@@ -1,13 +1,14 @@
 """The history of finished jobs (issue 34): what ended on a queue, newest first.
 
 The scripts that end a job write its entry in the same call (gq/scripts/lib/history.lua):
-the list ``<queue>:finished``, newest first; an entry is its number, the server time it
+the list ``<queue>:finished``, oldest first (pushed at its tail); an entry is its number, the server time it
 ended (ms), its state, its id and the job's message as it was stored (its task, its
 arguments, its Attempt, a dead job's Error). Its bounds live in Redis, in
 ``<queue>:finished:settings`` ("max" entries, "ttl" seconds), so that every consumer and
 every operator sees the same (``gq history --queue Q --set-max N --set-ttl 2d``).
 
-A page reads the list from a cursor (an entry's number) in bounded chunks (LRANGE), and
+A page reads the list from its tail, from a cursor (an entry's number), in bounded chunks
+(LRANGE with negative indexes), and
 the kept result records of its entries in two more round trips: an entry whose task kept
 a result links to it, and gets the start of its run (its ``duration``) from it.
 """
@@ -163,7 +164,8 @@ def page(queue: ScriptedQueue, jobfilter: JobFilter | None = None, limit: int = 
     now, read, client = queue.server_time(), 0, cast(Any, queue.client)
     matched: list[_Ended] = []
     while len(matched) < limit and read < SCAN_MAX and (wanted is None or wanted >= 0):
-        rows = client.lrange(queue.keys.finished, index, index + CHUNK - 1)
+        # (index counts from the tail: 0 is the newest; LRANGE cuts a start past the head)
+        rows = client.lrange(queue.keys.finished, -(index + CHUNK), -(index + 1))[::-1]
         index += len(rows)
         for found in map(decode_member, rows):
             if wanted is not None and found.number > wanted:

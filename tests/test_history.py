@@ -180,7 +180,7 @@ def test_a_trim_is_bounded_per_call(backend: Backend) -> None:
     direct = backend.direct()
     now_ms = time.time() * 1000
     entry = b"%013d" % now_ms + b"d\x00\x01x"
-    direct.rpush(key, *[b"%012x" % i + entry for i in range(2500)])
+    direct.lpush(key, *[b"%012x" % i + entry for i in range(2500)])
     q.history_settings(history_max=10)
     _fill(backend, 1)
     assert direct.llen(key) == 2501 - 1000  # one call removed HISTORY_TRIM at most

@@ -2,13 +2,14 @@
 -- end a job (ack.lua, ack_results.lua, fetch.lua's acks, kill.lua, cancel.lua) for the
 -- ids whose change happened, in the same call: no entry for an ack of a job not owned.
 -- Include it before lib/ack.lua (acknowledge writes the entries of the jobs it acks).
--- curlyq never reads these keys: Q:finished (a list, newest first: one entry per job
+-- curlyq never reads these keys: Q:finished (a list, oldest first: one entry per job
 -- that ended) and Q:finished:settings (hash: "max" entries, "ttl" seconds, both the
 -- operator's (absent: the defaults below; 0 in either: no history), and "written", the
 -- entries ever written, which numbers them for a reader's cursor). Both are passed as
 -- the script's LAST two keys (settings, then history); a caller that passes other keys
--- last writes none. A list, not a sorted set: LPUSH and LTRIM cost Redis half as much
--- per job as ZADD and its trim (benchmarks/README.md), and the jobs end in time order.
+-- last writes none. A list, not a sorted set, pushed at its tail and trimmed at its head:
+-- RPUSH appends to a listpack node where LPUSH moves the node's bytes for each entry,
+-- and a sorted set costs more per entry in memory and time (docs/decisions.md).
 -- An entry: its number (12 hex digits), when it ended (server ms, 13 digits), its
 -- state ("d" done, "x" dead, "c" cancelled before it ran, "i" cancelled while it ran:
 -- interrupted), the id's length (2 bytes), the id, then the job's message as it was
@@ -41,14 +42,14 @@ local function history_time(entry)
   return tonumber(string.sub(entry, 13, 25))
 end
 
--- Entries older than the TTL, counted from the tail (at most HISTORY_AGED).
+-- Entries older than the TTL, counted from the head (at most HISTORY_AGED).
 local function history_aged(cutoff)
-  local last = redis.call('LINDEX', history.key, -1)
-  if not last or history_time(last) >= cutoff then return 0 end
-  local tail = redis.call('LRANGE', history.key, -HISTORY_AGED, -1)
+  local oldest = redis.call('LINDEX', history.key, 0)
+  if not oldest or history_time(oldest) >= cutoff then return 0 end
+  local head = redis.call('LRANGE', history.key, 0, HISTORY_AGED - 1)
   local old = 0
-  for i = #tail, 1, -1 do
-    if history_time(tail[i]) >= cutoff then break end
+  for i = 1, #head do
+    if history_time(head[i]) >= cutoff then break end
     old = old + 1
   end
   return old
@@ -59,7 +60,7 @@ end
 local function history_trim(size, now_ms)
   local over = size - history.max
   local cut = math.min(math.max(over, history_aged(now_ms - history.ttl * 1000)), HISTORY_TRIM)
-  if cut > 0 then redis.call('LTRIM', history.key, 0, size - cut - 1) end
+  if cut > 0 then redis.call('LTRIM', history.key, cut, -1) end
   redis.call('PEXPIRE', history.key, history.ttl * 1000)
 end
 
@@ -84,5 +85,5 @@ local function history_record(state, ids, data_key, cancelled_key)
       .. char(math.floor(#id / 256) % 256, #id % 256) .. id .. message
   end
   -- (at most 1000 ids: every caller's batch is bounded so)
-  history_trim(redis.call('LPUSH', history.key, unpack(entries, 1, #entries)), now_ms)
+  history_trim(redis.call('RPUSH', history.key, unpack(entries, 1, #entries)), now_ms)
 end
