@@ -87,7 +87,7 @@ def add_parser(commands: argparse._SubParsersAction[Parser], conn: Parser) -> No
     parser.add_argument("--cursor", help="go on from where an earlier page stopped")
     parser.add_argument("--json", action="store_true", help="one JSON array of objects")
     parser.add_argument("--set-max", type=_count, metavar="N",
-                        help="keep at most N entries (0: no history), for every worker")  # fmt: skip
+                        help="keep at most N entries (0: no history)")  # fmt: skip
     parser.add_argument("--set-ttl", type=duration, metavar="AGE",
                         help="keep entries AGE (90, 10m, 2h, 7d; 0: no history)")  # fmt: skip
 
