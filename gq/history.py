@@ -2,8 +2,8 @@
 
 The scripts that end a job write its entry in the same call (gq/scripts/lib/history.lua):
 the list ``<queue>:finished``, oldest first (pushed at its tail); an entry is its number,
-the server time it ended (ms), its state, its id and the job's message as it was stored (its task, its
-arguments, its Attempt, a dead job's Error). Its bounds live in Redis, in
+the server time it ended (ms), its state, its id and the job's message as it was stored
+(its task, its arguments, its Attempt, a dead job's Error). Its bounds live in Redis, in
 ``<queue>:finished:settings`` ("max" entries, "ttl" seconds), so that every consumer and
 every operator sees the same (``gq history --queue Q --set-max N --set-ttl 2d``).
 
