@@ -174,6 +174,16 @@ def test_retention_by_count_and_by_age_and_off(backend: Backend) -> None:
         q.history_settings(history_max=-1)
 
 
+def test_deleting_the_queue_deletes_its_history(backend: Backend) -> None:
+    q = gq.Queue(backend.queue, client=backend.client())
+    q.history_settings(history_max=5)
+    _fill(backend, 2)
+    assert len(entries(q)) == 2
+    q.store.delete_queue()
+    assert backend.direct().exists(q.store.keys.finished, q.store.keys.finished_settings) == 0
+    assert entries(q) == []
+
+
 def test_a_trim_is_bounded_per_call(backend: Backend) -> None:
     q = gq.Queue(backend.queue, client=backend.client())
     key = q.store.keys.finished

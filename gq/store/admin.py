@@ -198,6 +198,7 @@ class QueueAdmin(ConsumerReports):
             k.periodic,
             k.periodic_rules,
             k.periodic_enqueued,
+            *k.finished_keys,
             *(as_text(member) for member in members),
             *self._observability_keys([as_text(member) for member in members]),
         ]
