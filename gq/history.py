@@ -15,6 +15,7 @@ a result links to it, and gets the start of its run (its ``duration``) from it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -113,13 +114,13 @@ def configure(queue: ScriptedQueue, history_max: int | None = None,
     """Set the history's bounds for every consumer of the queue; 0 turns it off."""
     fields: dict[str, str] = {}
     if history_max is not None:
-        if not isinstance(history_max, int) or history_max < 0:
+        if isinstance(history_max, bool) or not isinstance(history_max, int) or history_max < 0:
             raise ConfigurationError(f"history_max must be an int >= 0, not {history_max!r}")
         fields["max"] = str(history_max)
     if history_ttl is not None:
         if not history_ttl >= 0:
             raise ConfigurationError(f"history_ttl must be seconds >= 0, not {history_ttl!r}")
-        fields["ttl"] = str(int(history_ttl)) if history_ttl == int(history_ttl) else "1"
+        fields["ttl"] = str(math.ceil(history_ttl))  # (whole seconds: PEXPIRE takes ms)
     if fields:
         client: Any = queue.client  # (the protocol of gq.store.base names fewer commands)
         client.hset(queue.keys.finished_settings, mapping=fields)
@@ -129,14 +130,12 @@ def configure(queue: ScriptedQueue, history_max: int | None = None,
 def states_of(jobfilter: JobFilter) -> frozenset[str]:
     """The history states a filter names ("finished": all of them)."""
     named = set(jobfilter.states)
-    if not named or "finished" in named:
-        return frozenset(FINISHED)
-    refused = named - set(FINISHED)
+    refused = named - {"finished", *FINISHED}
     if refused:
         raise ConfigurationError(
             f"state {sorted(refused)[0]!r} is not in the history: finished, {', '.join(FINISHED)}"
         )
-    return frozenset(named)
+    return frozenset(FINISHED) if not named or "finished" in named else frozenset(named)
 
 
 def _wanted_number(cursor: str | None) -> int | None:

@@ -145,6 +145,8 @@ def test_filters_and_a_resumable_cursor(backend: Backend) -> None:
     assert entries(q, older_than="1h") == [] and len(entries(q, newer_than="1h")) == 25
     with pytest.raises(ConfigurationError):
         q.history(JobFilter(states=("ready",)))
+    with pytest.raises(ConfigurationError):  # (not the history, silently)
+        q.jobs(JobFilter(states=("finished", "ready")))
     with pytest.raises(ConfigurationError):
         q.history(cursor="nonsense")
     listed = q.jobs(JobFilter(states=("finished",)), limit=100).jobs
@@ -172,6 +174,7 @@ def test_retention_by_count_and_by_age_and_off(backend: Backend) -> None:
     assert [e.id for e in entries(q)] == fresh  # off: nothing written
     with pytest.raises(ConfigurationError):
         q.history_settings(history_max=-1)
+    assert q.history_settings(history_ttl=0.25) == (0, 1.0)  # whole seconds, at least 1
 
 
 def test_deleting_the_queue_deletes_its_history(backend: Backend) -> None:
