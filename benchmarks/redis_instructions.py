@@ -8,9 +8,11 @@ groups, as groups.py does), then instrumentation goes on for the loop alone: fet
 takes --batch jobs and acknowledges the previous batch, riding on the fetch as a worker's
 acks do, until the queue is empty. Figures: the loop's instructions / N.
 
-usage: redis_instructions.py [--n N] [--batch B] [--groups G] [--modes bytes,groups,results]
+usage: redis_instructions.py [--n N] [--batch B] [--groups G]
+                             [--modes bytes,groups,results,history_off]
 Modes: ``bytes`` (plain acks), ``groups`` (jobs over --groups groups), ``results`` (each
 ack keeps a noop task's result record for an hour, as ack_results.lua writes it).
+(mode history_off: bytes with the history of finished jobs turned off)
 (run with PYTHONPATH=<a tree> to count another tree's scripts)
 """
 
@@ -76,8 +78,9 @@ def drain(store: RedisQueue, batch: int, record: bytes | None) -> int:
 
 def noop_record() -> bytes:
     """The record a noop task's success keeps (OwnFinisher's bytes for ``noop(7)``)."""
-    return msgpack.packb({"status": "done", "task": "results_app.noop", "kwargs": {},
-                          "args": [7], "started": time.time(), "attempt": 1, "value": None})  # fmt: skip
+    record = {"status": "done", "task": "results_app.noop", "kwargs": {}, "args": [7],
+              "started": time.time(), "attempt": 1, "value": None}  # fmt: skip
+    return msgpack.packb(record)
 
 
 def count(mode: str, n: int, batch: int, groups: int, out: str) -> float:
@@ -95,6 +98,8 @@ def count(mode: str, n: int, batch: int, groups: int, out: str) -> float:
             prefill_groups(url, "q", n, groups)
         else:
             prefill(url, "q", n)
+        if mode == "history_off":  # (benchmarks/history.py: "bytes" has it on, the default)
+            client.hset("q:finished:settings", "max", 0)
         store = RedisQueue(client, "q")
         store.register("c1")
         store.fetch("c1", 0, idle=False)  # the script loaded, outside the count

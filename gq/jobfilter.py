@@ -29,7 +29,9 @@ from gq.tasks import envelope, ids
 
 #: The states a filter can name, in the order a search walks them ("running": in flight
 #: with a consumer, listed only; "ready" includes the jobs waiting in their group's line).
-STATES = ("ready", "scheduled", "dead", "running")
+STATES = ("ready", "scheduled", "dead", "running", "finished")
+#: The states of the history of finished jobs (gq/history.py; "finished": all of them).
+HISTORY_STATES = ("done", "cancelled")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h|d|w)?\s*$")
 
@@ -49,9 +51,10 @@ class JobFilter:
     newer_than: float | None = None  # seconds
 
     def __post_init__(self) -> None:
-        unknown = [state for state in self.states if state not in STATES]
+        known = STATES + HISTORY_STATES
+        unknown = [state for state in self.states if state not in known]
         if unknown:
-            raise ConfigurationError(f"unknown state {unknown[0]!r}: one of {', '.join(STATES)}")
+            raise ConfigurationError(f"unknown state {unknown[0]!r}: one of {', '.join(known)}")
         for name in ("older_than", "newer_than"):
             value = getattr(self, name)
             if value is not None and not value >= 0:

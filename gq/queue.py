@@ -17,7 +17,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from gq import bulk, jobsearch, schedules
+from gq import bulk, history, jobsearch, schedules
 from gq import events as job_events
 from gq import job as jobs
 from gq.consumer_report import SILENT_SLACK as SILENT_SLACK
@@ -200,8 +200,25 @@ class Queue:
         budget: float | None = None,
     ) -> jobsearch.SearchPage:  # fmt: skip
         """Up to ``limit`` jobs matching ``filter`` (ready, scheduled, dead, running), from
-        ``cursor`` (a page's ``cursor``: None at the end); ``budget`` seconds cap the scan."""
+        ``cursor`` (a page's ``cursor``: None at the end); ``budget`` seconds cap the scan.
+        The state "finished" lists the history of ended jobs instead (``history``)."""
+        if filter is not None and "finished" in filter.states:
+            return history.as_search_page(self.store, filter, limit, cursor)
         return jobsearch.search(self.store, filter or JobFilter(), limit, cursor, budget)
+
+    def history(
+        self, filter: JobFilter | None = None, *, limit: int = 50, cursor: str | None = None
+    ) -> history.HistoryPage:
+        """Up to ``limit`` jobs that ended (done, dead, cancelled) matching ``filter``,
+        newest first, from ``cursor`` (a page's ``cursor``: None at the end)."""
+        return history.page(self.store, filter, limit, cursor)
+
+    def history_settings(
+        self, history_max: int | None = None, history_ttl: float | None = None
+    ) -> tuple[int, float]:
+        """The history's bounds (max entries, ttl seconds) after setting those given, for
+        every consumer of the queue at once; 0 turns the history off."""
+        return history.configure(self.store, history_max, history_ttl)
 
     def purge(
         self, filter: JobFilter, *, dry_run: bool = False, everything: bool = False

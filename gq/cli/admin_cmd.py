@@ -20,6 +20,7 @@ from gq.cli import (
     events_cmd,
     flow_cmd,
     group_cmd,
+    history_cmd,
     job_cmd,
     jobs_cmd,
     logs,
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_job_set(commands, conn, "scheduled", jobs_cmd.scheduled_list, jobs_cmd.scheduled_delete)
     bulk_cmd.add_parsers(commands, conn)
+    history_cmd.add_parser(commands, conn)
     _add_consumers(commands, conn)
     flow_cmd.add_parsers(commands, conn)
     group_cmd.add_parser(commands, conn)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import redis
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from gq.dashboard import filters, pages, results_pages
+from gq.dashboard import filters, history_pages, pages, results_pages
 from gq.dashboard.http import HTTPError, Request, Response, json_response, text_response
 from gq.dashboard.security import (
     CSRF_COOKIE,
@@ -52,6 +52,7 @@ _ROUTE_TABLE: list[tuple[str, str, Handler]] = [
     ("GET", rf"/queues/{_NAME}/scheduled", pages.scheduled),
     ("GET", rf"/queues/{_NAME}/consumers", pages.consumers),
     ("GET", rf"/queues/{_NAME}/job", results_pages.job),
+    ("GET", rf"/queues/{_NAME}/history", history_pages.history),
     ("POST", rf"/queues/{_NAME}/dead/(?P<verb>retry|delete)", pages.dead_action),
     ("POST", rf"/queues/{_NAME}/scheduled/(?P<verb>run|delete)", pages.scheduled_action),
     ("POST", rf"/queues/{_NAME}/(?P<verb>pause|resume)", pages.flow_action),

@@ -1,4 +1,4 @@
--- include: chunk, types, flow, ack, groups, events
+-- include: time, chunk, types, flow, history, ack, groups, events
 -- ack: for each id this consumer owns, remove it from its in-flight set and delete its
 -- message, its recovery count and any cancel request (lib/ack.lua); under a concurrency
 -- limit, wake the consumers waiting for room (lib/flow.lua).
@@ -13,6 +13,7 @@ local G = group_keys(9)
 check_types({KEYS[1], 'set', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash', G.of, 'hash',
              G.state, 'hash'})
 events_acked(KEYS[1], KEYS[2], '', ARGV, 1)
+history_open()  -- the two KEYS before the events' two (optional): lib/history.lua
 local flags, owned = acknowledge(KEYS[1], KEYS[2], KEYS[3], KEYS[8], ARGV)
 if owned > 0 then
   note_held(KEYS[4], KEYS[1])

@@ -1,4 +1,4 @@
--- include: time, chunk, types, flow, ack, groups, outcome, events
+-- include: time, chunk, types, flow, history, ack, groups, outcome, events
 -- ack_results: ack.lua for jobs with an outcome to keep or a workflow to continue (SPEC
 -- section 16): for each id this consumer owns, acknowledge it as ack.lua does and, in
 -- the same call, write its result and its follow-ups (lib/outcome.lua). An id no longer
@@ -19,6 +19,8 @@ local G = group_keys(11)
 check_types({KEYS[1], 'set', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash',
              KEYS[9], 'zset', KEYS[10], 'list', G.of, 'hash', G.state, 'hash'})
 events_acked(KEYS[1], KEYS[2], ARGV[2], ARGV, 3)
+
+history_open()  -- the two KEYS before the events' two (optional): lib/history.lua
 local flags, owned = ack_outcomes(ARGV[2], 19, {KEYS[1], KEYS[2], KEYS[3], KEYS[8], KEYS[9],
                                                 KEYS[10], KEYS[18]}, ARGV[1])
 if #owned > 0 then

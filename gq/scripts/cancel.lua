@@ -1,4 +1,4 @@
--- include: time, types, chunk, flow, groups, events
+-- include: time, types, chunk, flow, history, groups, events
 -- cancel: remove each given job that is ready (in the active list) or scheduled, freeing
 -- its id; a job that exists but is neither (in flight with some consumer) gets a cancel
 -- request in the cancelled set, which its consumer reads and acts on (it interrupts the
@@ -15,6 +15,7 @@
 local G = group_keys(7)
 check_types({KEYS[1], 'list', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'hash', KEYS[5], 'hash',
              KEYS[6], 'zset', unpack(group_types(G))})
+history_open()  -- the two KEYS before the events' two (optional): lib/history.lua
 local now = server_now()
 local results = {}
 for i = 1, #ARGV do
@@ -23,6 +24,8 @@ for i = 1, #ARGV do
   if redis.call('HEXISTS', KEYS[4], id) == 1 and not redis.call('ZSCORE', KEYS[3], id) then
     if redis.call('ZREM', KEYS[2], id) == 1 or redis.call('LREM', KEYS[1], 1, id) == 1 then
       event_one('cancelled', id, '', KEYS[4])
+
+      history_record('c', {id}, KEYS[4])
       redis.call('HDEL', KEYS[4], id)
       redis.call('HDEL', G.later, id)
       redis.call('HDEL', KEYS[5], id)

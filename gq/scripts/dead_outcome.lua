@@ -1,4 +1,4 @@
--- include: time, chunk, types, flow, ack, groups, outcome
+-- include: time, chunk, types, flow, history, ack, groups, outcome
 -- dead outcome: write the outcome (lib/outcome.lua's entry: the kept error, a group
 -- member's failure) of a job recover.lua sent to dead, once: only while its id is in the
 -- unwritten set (taken off it here), and only while it is still in dead (a job retried

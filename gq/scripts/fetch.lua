@@ -1,4 +1,4 @@
--- include: time, chunk, oom, recovery, types, flow, ack, groups, group_take, outcome, events
+-- include: time, chunk, oom, recovery, types, flow, history, ack, groups, group_take, outcome, events
 -- fetch: acknowledge the ids this consumer finished (the acks that ride on the fetch, as
 -- ack.lua does), then take up to n ids from the head of the active list into this
 -- consumer's in-flight set and return them with their messages, in queue order, within
@@ -48,6 +48,7 @@ pass_at_maxmemory('SREM', KEYS[3])  -- runs at maxmemory too (lib/oom.lua)
 local G = group_keys(11)
 check_types({KEYS[4], 'hash', KEYS[6], 'hash', KEYS[7], 'hash', KEYS[8], 'hash',
              KEYS[9], 'string', KEYS[10], 'zset', unpack(group_types(G))})
+history_open()  -- the two KEYS before the events' two (optional): lib/history.lua
 
 -- How many may be taken, or why none: (n, state, wait ms, now, rate, period).
 local function allowance(n)

@@ -1,4 +1,4 @@
--- include: time, dead, chunk, types, flow, ack, groups, outcome, events
+-- include: time, dead, chunk, types, flow, history, ack, groups, outcome, events
 -- kill: if this consumer owns the job, move it to the dead set (scored now), store its
 -- updated message, then trim the dead set to its bounds. A cancel request for the job is
 -- dropped: it was for this life, which is over (a dead job is beyond cancel).
@@ -22,6 +22,7 @@ check_types({KEYS[1], 'set', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash', 
 local keeps_ttl = #ARGV >= 6 and ARGV[6] ~= '0' and ARGV[6]
 if #ARGV >= 6 then check_types({KEYS[17], 'zset', KEYS[18], 'list', KEYS[19], 'zset'}) end
 if keeps_ttl then check_types({KEYS[20], 'hash'}) end
+history_open()  -- the two KEYS before the events' two (optional): lib/history.lua
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 event_one('dead', ARGV[1], ARGV[2], KEYS[3])
 local now = server_now()
@@ -29,6 +30,7 @@ redis.call('ZADD', KEYS[2], now, ARGV[1])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], ARGV[2]) end
 redis.call('HDEL', KEYS[4], ARGV[1])
 forget_cancels(KEYS[9], {ARGV[1]})
+history_record('x', {ARGV[1]}, KEYS[3])  -- (its message as stored just above)
 if #ARGV >= 6 then
   write_killed_outcome(6, 20, keeps_ttl, ARGV[1], ARGV[5], now, {KEYS[17], KEYS[18], KEYS[19]})
 end

@@ -87,7 +87,7 @@ class QueueAdmin(ConsumerReports):
             return []
         k = self.keys
         keys = [k.active, k.scheduled, k.dead, k.data, k.recovered, k.cancelled,
-                *group_keys(k.name), *k.event_keys]  # fmt: skip
+                *group_keys(k.name), *k.finished_keys, *k.event_keys]  # fmt: skip
         replies = self._run_batches("cancel", keys, [list(chunk) for chunk in chunks(ids)])
         return [as_text(outcome) for reply in replies for outcome in reply]
 
@@ -198,6 +198,8 @@ class QueueAdmin(ConsumerReports):
             k.periodic,
             k.periodic_rules,
             k.periodic_enqueued,
+            *k.finished_keys,
+            k.events,
             *(as_text(member) for member in members),
             *self._observability_keys([as_text(member) for member in members]),
         ]

@@ -128,7 +128,7 @@ class RedisQueue(ScriptedQueue):
                 k.rate, k.cancelled, *group_keys(k.name), *k.outcome_keys]  # fmt: skip
         blob = packed(k, outcomes, keys) if outcomes else b""
         reply = self._run(
-            "fetch", [*keys, *k.event_keys],  # (after the blob's keys: lib/events.lua)
+            "fetch", [*keys, *k.finished_keys, *k.event_keys],  # (lib/history.lua, lib/events.lua)
             [inflight, min(count, MAX_BATCH), "1" if idle else "0", k.channel, blob,
              *acks[: MAX_BATCH - len(outcomes)]],
         )  # fmt: skip
@@ -143,7 +143,7 @@ class RedisQueue(ScriptedQueue):
         k = self.keys
         keys = [
             k.inflight(consumer_id), k.data, k.recovered, k.held, k.flow, k.active, k.signal,
-            k.cancelled, *group_keys(k.name), *k.event_keys,
+            k.cancelled, *group_keys(k.name), *k.finished_keys, *k.event_keys,
         ]  # fmt: skip
         return flags(self._run_batches("ack", keys, [list(chunk) for chunk in chunks(ids)]))
 
@@ -181,7 +181,7 @@ class RedisQueue(ScriptedQueue):
         args = [job_id, message or b"", dead_max_jobs, repr(float(dead_max_age))]
         if outcome is not None:
             args += kill_extras(k, job_id, outcome, keys)
-        keys += k.event_keys
+        keys += [*k.finished_keys, *k.event_keys]
         return bool(self._run("kill", keys, args))
 
     def requeue(self, consumer_id: str, ids: Sequence[str]) -> int:

@@ -147,6 +147,22 @@ class QueueKeys:
         return f"{self.name}:unwritten"
 
     @property
+    def finished(self) -> str:
+        """gq's own key: the history of finished jobs (sorted set, lib/history.lua)."""
+        return f"{self.name}:finished"
+
+    @property
+    def finished_settings(self) -> str:
+        """gq's own key: the history's bounds ("max" entries, "ttl" seconds)."""
+        return f"{self.name}:finished:settings"
+
+    @property
+    def finished_keys(self) -> list[str]:
+        """The two keys every script that ends jobs takes just before its event_keys
+        (lib/history.lua)."""
+        return [self.finished_settings, self.finished]
+
+    @property
     def outcome_keys(self) -> list[str]:
         """The keys fetch.lua and kill.lua take to write outcomes, in their order."""
         return [self.waiting, self.results, self.result_slots]

@@ -123,7 +123,7 @@ def finish(queue: ScriptedQueue, consumer_id: str,
                 k.signal, k.cancelled, k.waiting, k.results, *group_keys(k.name),
                 k.result_slots]  # fmt: skip
         blob = packed(k, batch, keys)
-        keys += k.event_keys
+        keys += [*k.finished_keys, *k.event_keys]
         flags += [bool(flag) for flag in queue._run("ack_results", keys, [k.channel, blob])]
     return flags
 

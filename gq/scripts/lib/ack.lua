@@ -1,7 +1,7 @@
 -- Library: acknowledge finished jobs (ack.lua, and the acks that ride on fetch.lua).
 -- For each id this consumer owns: remove it from its in-flight set and delete its message,
 -- its recovery count and any cancel request. Returns one flag per id (1 acknowledged, 0 not
--- owned) and how many were.
+-- owned) and how many were. Needs lib/history.lua (a script that opened none writes none).
 local function acknowledge(inflight_key, data_key, recovered_key, cancelled_key, ids)
   local flags, owned = {}, {}
   for i = 1, #ids do
@@ -14,6 +14,7 @@ local function acknowledge(inflight_key, data_key, recovered_key, cancelled_key,
   end
   -- One HDEL per hash for the whole batch (at most 1000 ids, well below unpack's limit).
   if #owned > 0 then
+    history_record('d', owned, data_key, cancelled_key)  -- (lib/history.lua)
     redis.call('HDEL', data_key, unpack(owned, 1, #owned))
     redis.call('HDEL', recovered_key, unpack(owned, 1, #owned))
     if redis.call('EXISTS', cancelled_key) == 1 then
