@@ -103,7 +103,7 @@ def _json(form: Form, name: str, kind: type) -> Any:
     except ValueError as exc:
         raise ConfigurationError(f"{name} is not JSON: {exc}") from None
     if not isinstance(value, kind):
-        wanted = "an array, such as [1, \"a\"]" if kind is list else 'an object, such as {"k": 1}'
+        wanted = 'an array, such as [1, "a"]' if kind is list else 'an object, such as {"k": 1}'
         raise ConfigurationError(f"{name} must be a JSON {wanted}")
     return value
 
