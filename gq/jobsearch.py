@@ -154,7 +154,8 @@ def running(admin: QueueAdmin, limit: int) -> list[tuple[FoundJob, str | None]]:
     """Up to ``limit`` jobs in flight, each with the id of the consumer holding it (None
     when that consumer left while the walk ran): the dashboard's running list. The walk
     of "running" reads one consumer's in-flight set after another; its cursor
-    (``running|<consumer index>|<SSCAN cursor>``, gq/store/scan.py) says whose."""
+    (``running|<consumer index>|<SSCAN cursor>``, gq/store/scan.py) says whose. (A
+    consumer registering or leaving during the walk can shift the index: a display only.)"""
     holders = [consumer_id for consumer_id, _, _ in admin.consumers()]
     found: list[tuple[FoundJob, str | None]] = []
     for step in walk(admin, JobFilter(), ("running",)):
