@@ -119,6 +119,7 @@ def test_retry_two_of_three_dead_jobs_selected_in_the_page(
     browser: Any, site: str, jobs: Jobs
 ) -> None:
     a, b, c = (jobs.dead("app.send", i) for i in range(3))
+    browser.get_log("browser")  # (read: the earlier tests' entries are gone)
     browser.get(f"{site}/queues/{jobs.q.keys.name}/jobs?state=dead")
     retry = browser.find_element(By.CSS_SELECTOR, 'button[data-verb="retry"]')
     assert not retry.is_enabled()  # nothing selected yet
@@ -128,6 +129,8 @@ def test_retry_two_of_three_dead_jobs_selected_in_the_page(
     assert flash(browser) == "2 job(s) queued again."
     assert dead(jobs) == {b} and sorted(jobs.active()) == sorted([a, c])
     assert found(browser) == [b]  # back on the same search
+    # No console error (a Content-Security-Policy violation would be one).
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
 
 
 def test_all_matching_asks_first_and_acts_only_when_confirmed(
