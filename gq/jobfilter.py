@@ -47,6 +47,7 @@ class JobFilter:
     args_contains: str | None = None  # in the arguments' text (a byte job: its bytes)
     error: str | None = None  # in the last error (case-insensitive)
     id_prefix: str | None = None
+    ids: tuple[str, ...] = ()  # exactly these ids (a selection: the dashboard's checkboxes)
     older_than: float | None = None  # seconds
     newer_than: float | None = None  # seconds
 
@@ -85,7 +86,7 @@ class JobFilter:
         return any(
             value not in (None, ())
             for value in (self.task, self.group, self.args, self.args_contains, self.error,
-                          self.id_prefix, self.older_than, self.newer_than)
+                          self.id_prefix, self.ids, self.older_than, self.newer_than)
         )  # fmt: skip
 
     def within(self, allowed: Iterable[str]) -> tuple[str, ...]:
@@ -102,6 +103,8 @@ class JobFilter:
     def matches(self, job: Candidate, now: float) -> bool:
         """Whether ``job`` (read at server time ``now``) passes every field."""
         if self.id_prefix and not job.id.startswith(self.id_prefix):
+            return False
+        if self.ids and job.id not in self.ids:
             return False
         if not self._may_match(job.message):
             return False

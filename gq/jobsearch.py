@@ -148,3 +148,20 @@ def found_job(c: Candidate) -> FoundJob:
 
 def _bytes_text(job: Any) -> str:
     return "" if job is None else shown(bytes(job.data))
+
+
+def running(admin: QueueAdmin, limit: int) -> list[tuple[FoundJob, str | None]]:
+    """Up to ``limit`` jobs in flight, each with the id of the consumer holding it (None
+    when that consumer left while the walk ran): the dashboard's running list. The walk
+    of "running" reads one consumer's in-flight set after another; its cursor
+    (``running|<consumer index>|<SSCAN cursor>``, gq/store/scan.py) says whose. (A
+    consumer registering or leaving during the walk can shift the index: a display only.)"""
+    holders = [consumer_id for consumer_id, _, _ in admin.consumers()]
+    found: list[tuple[FoundJob, str | None]] = []
+    for step in walk(admin, JobFilter(), ("running",)):
+        index = int(step.at.split("|")[1])
+        holder = holders[index] if index < len(holders) else None
+        found += [(found_job(c), holder) for c in step.matched[: limit - len(found)]]
+        if len(found) >= limit:
+            break
+    return found

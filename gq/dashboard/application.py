@@ -15,7 +15,15 @@ from typing import Any, Callable
 import redis
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from gq.dashboard import filters, history_pages, pages, results_pages
+from gq.dashboard import (
+    filters,
+    history_pages,
+    pages,
+    results_pages,
+    running_pages,
+    schedule_pages,
+    search_pages,
+)
 from gq.dashboard.http import HTTPError, Request, Response, json_response, text_response
 from gq.dashboard.security import (
     CSRF_COOKIE,
@@ -53,6 +61,12 @@ _ROUTE_TABLE: list[tuple[str, str, Handler]] = [
     ("GET", rf"/queues/{_NAME}/consumers", pages.consumers),
     ("GET", rf"/queues/{_NAME}/job", results_pages.job),
     ("GET", rf"/queues/{_NAME}/history", history_pages.history),
+    ("GET", rf"/queues/{_NAME}/jobs", search_pages.search),
+    ("POST", rf"/queues/{_NAME}/jobs/act", search_pages.act),
+    ("GET", rf"/queues/{_NAME}/running", running_pages.running_list),
+    ("GET", rf"/queues/{_NAME}/periodic", schedule_pages.schedules),
+    ("POST", rf"/queues/{_NAME}/periodic/add", schedule_pages.add),
+    ("POST", rf"/queues/{_NAME}/periodic/(?P<verb>pause|resume|remove)", schedule_pages.change),
     ("POST", rf"/queues/{_NAME}/dead/(?P<verb>retry|delete)", pages.dead_action),
     ("POST", rf"/queues/{_NAME}/scheduled/(?P<verb>run|delete)", pages.scheduled_action),
     ("POST", rf"/queues/{_NAME}/(?P<verb>pause|resume)", pages.flow_action),

@@ -48,9 +48,11 @@
   });
   update();
 
-  // Changes to every job of a set ask first.
+  // Changes to every job of a set ask first (the form's question, or its button's).
   document.addEventListener("submit", function (e) {
-    var question = e.target.getAttribute("data-confirm");
+    var button = e.submitter;
+    var question = (button && button.getAttribute("data-confirm")) ||
+      e.target.getAttribute("data-confirm");
     if (question && !window.confirm(question)) { e.preventDefault(); }
   });
 })();
