@@ -45,6 +45,7 @@ from gq.worker.poller import Poller, Source
 from gq.worker.processor import Handler, Processor
 from gq.worker.recorder import Recorder, Stats
 from gq.worker.run import Run, run_loops
+from gq.worker.shard_limits import balancer_for
 
 log = logging.getLogger("gq.consumer")
 
@@ -119,6 +120,7 @@ class Consumer:
         self._liveness = Liveness(self._queues, self.id, self.opts, self.context)
         maintenance = Maintenance(self._queues, self.id, self.opts, self.recorders, self.context)
         self._maintenance = maintenance
+        self._balancer = balancer_for(self._queues, self.families, self.id, self.context)
         # The steps, callable alone (tests, tools) whether the consumer runs or not.
         self.heartbeat_step = self._liveness.heartbeat_step
         self.scheduler_step = maintenance.scheduler_step
@@ -204,7 +206,8 @@ class Consumer:
                  opts.processor_concurrency, opts.poller_buffer_size)  # fmt: skip
         watching = watchdog.enable(opts.hub_block_warning)
         liveness.start_thread_heartbeat()
-        loops = run_loops(run, self._maintenance, liveness, self._periodic, opts, self.context)
+        loops = run_loops(run, self._maintenance, liveness, self._periodic, opts, self.context,
+                          self._balancer)  # fmt: skip
         greenlets = self._start(loops, run)
         self._stop_requested.wait()
         try:
@@ -295,7 +298,17 @@ class Consumer:
         for name in maintenance:
             self._wait_for(greenlets[name])
         run.reporter.final()  # the last minutes' counts; never raises
+        self._release_balancer()
         self._deregister()
+
+    def _release_balancer(self) -> None:
+        if self._balancer is None:
+            return
+        try:
+            self._balancer.close()
+        except redis.RedisError as exc:  # the lease runs out by itself
+            log.warning("%s: could not give up the balancer's lease: %s", self.context,
+                        describe(exc))  # fmt: skip
 
     def _drain(self, run: Run) -> bool:
         """Let the handlers finish and their acknowledgements go out, both within the
