@@ -22,8 +22,9 @@ from gq.queue import _limit_changes as limit_changes
 from gq.store.admin import Entry, FlowState
 from gq.store.config import resolve_client
 from gq.store.locate import locate
+from gq.store.reshard import reshard, retire, serving_or_given
 from gq.store.shard_limits import merged_flow, queue_limits, set_queue_limits
-from gq.store.shards import check_shards, layout
+from gq.store.shards import check_shards
 from gq.tasks import groups
 
 #: Counts of ``stats`` that are summed over the shards.
@@ -39,14 +40,24 @@ class ShardedQueue(Queue):
         count = check_shards(name, shards)
         redis_client = resolve_client(url, client)
         self.name = name
-        self.layout = layout(name, count)
-        #: Each shard's own handle, in order.
-        self.shards = [Queue(shard, client=redis_client) for shard in self.layout.queues]
+        found = serving_or_given(redis_client, name, count)
+        self.layout = found.current
+        #: Each shard's own handle, in order (while a reshard drains, the old ones after).
+        self.shards = [Queue(shard, client=redis_client) for shard in found.queues]
         #: What the CLI reads beyond this class's operations, merged over the shards.
         self.store: Any = ShardedAdmin(self)
 
     def __repr__(self) -> str:
         return f"gq.Queue({self.name!r}, shards={len(self.shards)})"
+
+    def reshard(self, count: int) -> None:
+        """Move to ``count`` shards: new jobs to the new layout, the old one served until
+        ``retire`` (gq/store/reshard.py; docs/deployment.md, "Resharding")."""
+        reshard(self.shards[0].client, self.name, count)
+
+    def retire(self) -> bool:
+        """Drop the old layout once drained; whether none is left."""
+        return retire(self.shards[0].client, self.name)
 
     def pause(self) -> None:
         """Every shard's consumers fetch nothing from now on (one write per shard)."""

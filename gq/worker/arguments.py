@@ -87,20 +87,23 @@ def queue_weights(queue: Queues) -> dict[str, int]:
 
 
 def expand_shards(
-    weights: dict[str, int], shards: Mapping[str, int] | None
+    weights: dict[str, int],
+    shards: Mapping[str, int] | None,
+    served: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[dict[str, int], dict[str, str]]:
     """The physical queues to serve, with their weights (a sharded queue's shards each
-    take its weight, in place of its name), and each shard's sharded queue."""
+    take its weight, in place of its name: those ``served`` lists, else its count's),
+    and each shard's sharded queue."""
     counts = {name: check_shards(name, n) for name, n in (shards or {}).items()}
-    served: dict[str, int] = {}
+    physical: dict[str, int] = {}
     families: dict[str, str] = {}
     for name, weight in weights.items():
         if name not in counts:
-            served[name] = weight
+            physical[name] = weight
             continue
-        for shard in layout(name, counts[name]).queues:
-            served[shard], families[shard] = weight, name
-    return served, families
+        for shard in (served or {}).get(name) or layout(name, counts[name]).queues:
+            physical[shard], families[shard] = weight, name
+    return physical, families
 
 
 def periodic_on_shards(entries: Iterable[Any], families: Mapping[str, str]) -> list[Any]:

@@ -45,7 +45,7 @@ from gq.worker.poller import Poller, Source
 from gq.worker.processor import Handler, Processor
 from gq.worker.recorder import Recorder, Stats
 from gq.worker.run import Run, run_loops
-from gq.worker.shard_limits import balancer_for
+from gq.worker.shard_limits import balancer_for, served_by, served_now
 
 log = logging.getLogger("gq.consumer")
 
@@ -76,26 +76,33 @@ class Consumer:
         shards: Mapping[str, int] | None = None,
         **overrides: Any,
     ) -> None:
-        weights, self.families = expand_shards(queue_weights(queue), shards)
-        self.queues = list(weights)
-        self.queue = self.queues[0]
-        self._weights = weights if isinstance(queue, Mapping) or self.families else None
+        self._given = (queue, dict(shards or {}), periodic)
         self.opts = consumer_options(options, overrides)
         self.id = str(uuid.uuid4())
         # Who it is across restarts (gq/worker/identity.py); None: nobody in particular.
         self._name = Name(check_name(name)) if isinstance(name, str) else name
         self.name: str | None = None  # the name it holds once running
-        client = consumer_client(url, client, self.opts)
-        self._queues = {name: RedisQueue(client, name) for name in self.queues}
+        self._client = consumer_client(url, client, self.opts)
+        self._lay_out({})
+        self._between_runs()
+        self._running = False
+        self._processor: Processor | None = None
+        self._poller: Poller | None = None
+
+    def _lay_out(self, served: Mapping[str, tuple[str, ...]]) -> None:
+        """The queues served (a sharded queue's shards: ``served``'s, the old ones too
+        while a reshard drains, else its count's) and the parts that depend on them."""
+        queue, shards, periodic = self._given
+        weights, self.families = expand_shards(queue_weights(queue), shards, served)
+        self.queues = list(weights)
+        self.queue = self.queues[0]
+        self._weights = weights if isinstance(queue, Mapping) or self.families else None
+        self._queues = {name: RedisQueue(self._client, name) for name in self.queues}
         self._queue = self._queues[self.queue]
         self.inflight_key = self._queue.keys.inflight(self.id)
         self.context = f"queue={','.join(self.queues)} consumer={self.id}"
         self._periodic = self._periodic_runner(periodic)
         self._parts()
-        self._between_runs()
-        self._running = False
-        self._processor: Processor | None = None
-        self._poller: Poller | None = None
 
     def _periodic_runner(self, periodic: Any) -> PeriodicRunner:
         # A list of gq.Periodic (gq/periodic.py); a sharded queue's on its first shard.
@@ -107,6 +114,7 @@ class Consumer:
 
     def _between_runs(self) -> None:
         """No stop asked for, nothing fatal: ready for a run."""
+        self._relayout_asked = False
         self._stop_requested = Event()
         self._force = Event()
         self._fatal: BaseException | None = None
@@ -120,7 +128,8 @@ class Consumer:
         self._liveness = Liveness(self._queues, self.id, self.opts, self.context)
         maintenance = Maintenance(self._queues, self.id, self.opts, self.recorders, self.context)
         self._maintenance = maintenance
-        self._balancer = balancer_for(self._queues, self.families, self.id, self.context)
+        self._balancer = balancer_for(self._client, self.families, self.id, self.context,
+                                      self._relayout)  # fmt: skip
         # The steps, callable alone (tests, tools) whether the consumer runs or not.
         self.heartbeat_step = self._liveness.heartbeat_step
         self.scheduler_step = maintenance.scheduler_step
@@ -147,7 +156,12 @@ class Consumer:
             raise GQError("this consumer is already running")
         self._running = True
         try:
+            self._follow_layout()
             self._run(handler)
+            while self._relayout_asked and self._fatal is None:  # the layout changed
+                self._between_runs()
+                self._follow_layout()
+                self._run(handler)
         finally:
             self._running = False
             self._between_runs()
@@ -168,6 +182,19 @@ class Consumer:
             for sig, old in previous.items():
                 if old is not None:
                     signal.signal(sig, old)
+
+    def _relayout(self) -> None:
+        """A sharded queue was resharded, or its old layout retired: stop as gracefully as
+        for any stop, then run again over the shards Redis now lists."""
+        log.info("%s: a sharded queue's layout changed: restarting over it", self.context)
+        self._relayout_asked = True
+        self._stop_requested.set()
+
+    def _follow_layout(self) -> None:
+        """Serve what Redis says each sharded queue is made of (gq/store/reshard.py)."""
+        served = served_now(self._client, self.families)
+        if served != served_by(self.families):
+            self._lay_out(served)
 
     def stop(self) -> None:
         """Ask for a graceful stop and return at once; never blocks, never raises."""
