@@ -10,7 +10,7 @@ from typing import Any, Callable, Union
 from gq.errors import ConfigurationError
 from gq.options import ConsumerOptions
 from gq.store.config import check_queue_name, resolve_client
-from gq.store.shards import check_shards, layout
+from gq.store.shards import Layout, check_shards, layout
 
 Queues = Union[str, Sequence[str], Mapping[str, int]]
 
@@ -106,13 +106,18 @@ def expand_shards(
     return physical, families
 
 
-def periodic_on_shards(entries: Iterable[Any], families: Mapping[str, str]) -> list[Any]:
-    """Periodic entries (gq.Periodic) of a sharded queue kept and enqueued on its first
-    shard: one cursor, so each occurrence is enqueued once (its id routes elsewhere:
-    found by asking every shard)."""
-    firsts = {name: shard for shard, name in reversed(list(families.items()))}
-    return [dataclasses.replace(entry, queue=firsts[entry.queue])
-            if entry.queue in firsts else entry for entry in entries]  # fmt: skip
+def periodic_on_shards(entries: Iterable[Any], families: Mapping[str, str],
+                       current: Mapping[str, Layout]) -> list[Any]:  # fmt: skip
+    """Periodic entries (gq.Periodic) of a sharded queue kept and enqueued on the shard
+    their schedule's name routes to (``current``'s layout of the queue, else the shards
+    served): one cursor per schedule, so each occurrence is enqueued once, and the
+    schedules spread over the shards (their ids route elsewhere: found by asking every
+    shard)."""
+    plans = {name: current.get(name) or Layout(name, tuple(
+        shard for shard, family in families.items() if family == name))
+        for name in set(families.values())}  # fmt: skip
+    return [dataclasses.replace(entry, queue=plans[entry.queue].for_key(entry.name))
+            if entry.queue in plans else entry for entry in entries]  # fmt: skip
 
 
 def _named_weights(given: Sequence[str] | Mapping[str, int]) -> dict[str, int]:

@@ -26,6 +26,7 @@ from gq.options import ConsumerOptions
 from gq.periodic import check_schedule
 from gq.store.base import describe
 from gq.store.jobs import RedisQueue
+from gq.store.reshard import Serving
 from gq.worker import asyncio_loop, watchdog
 from gq.worker.arguments import (
     Queues,
@@ -89,11 +90,14 @@ class Consumer:
         self._processor: Processor | None = None
         self._poller: Poller | None = None
 
-    def _lay_out(self, served: Mapping[str, tuple[str, ...]]) -> None:
-        """The queues served (a sharded queue's shards: ``served``'s, the old ones too
-        while a reshard drains, else its count's) and the parts that depend on them."""
+    def _lay_out(self, found: Mapping[str, Serving]) -> None:
+        """The queues served (a sharded queue's shards: those Redis lists in ``found``,
+        the old ones too while a reshard drains, else its count's) and the parts that
+        depend on them."""
         queue, shards, periodic = self._given
+        served = {name: serving.queues for name, serving in found.items()}
         weights, self.families = expand_shards(queue_weights(queue), shards, served)
+        self._current = {name: serving.current for name, serving in found.items()}
         self.queues = list(weights)
         self.queue = self.queues[0]
         self._weights = weights if isinstance(queue, Mapping) or self.families else None
@@ -105,8 +109,8 @@ class Consumer:
         self._parts()
 
     def _periodic_runner(self, periodic: Any) -> PeriodicRunner:
-        # A list of gq.Periodic (gq/periodic.py); a sharded queue's on its first shard.
-        entries = periodic_on_shards(check_schedule(periodic), self.families)
+        # A list of gq.Periodic (gq/periodic.py); a sharded queue's on its name's shard.
+        entries = periodic_on_shards(check_schedule(periodic), self.families, self._current)
         # Always a runner: schedules added at runtime (gq/schedules.py) are read with the
         # heartbeat's interval, whether or not the code gave any.
         return PeriodicRunner(self._queues, entries, self.context,
@@ -192,9 +196,9 @@ class Consumer:
 
     def _follow_layout(self) -> None:
         """Serve what Redis says each sharded queue is made of (gq/store/reshard.py)."""
-        served = served_now(self._client, self.families)
-        if served != served_by(self.families):
-            self._lay_out(served)
+        found = served_now(self._client, self.families)
+        if {name: s.queues for name, s in found.items()} != served_by(self.families):
+            self._lay_out(found)
 
     def stop(self) -> None:
         """Ask for a graceful stop and return at once; never blocks, never raises."""

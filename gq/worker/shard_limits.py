@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from gq.store.reshard import retire, serving
+from gq.store.reshard import Serving, retire, serving
 from gq.store.shard_limits import balance, drop_lease, hold_lease, queue_limits
 from gq.store.shards import Layout
 
@@ -72,9 +72,9 @@ def served_by(families: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
     return {name: tuple(shards) for name, shards in served.items()}
 
 
-def served_now(client: Any, families: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
-    """Sharded queue -> the shards Redis lists for it now (the old ones after)."""
-    return {name: serving(client, name, len(shards)).queues
+def served_now(client: Any, families: Mapping[str, str]) -> dict[str, Serving]:
+    """Sharded queue -> what Redis says it is made of now (the old layout too)."""
+    return {name: serving(client, name, len(shards))
             for name, shards in served_by(families).items()}  # fmt: skip
 
 
