@@ -329,17 +329,9 @@ class Consumer:
         for name in maintenance:
             self._wait_for(greenlets[name])
         run.reporter.final()  # the last minutes' counts; never raises
-        self._release_balancer()
+        if self._balancer is not None:
+            self._balancer.close()  # never raises
         self._deregister()
-
-    def _release_balancer(self) -> None:
-        if self._balancer is None:
-            return
-        try:
-            self._balancer.close()
-        except redis.RedisError as exc:  # the lease runs out by itself
-            log.warning("%s: could not give up the balancer's lease: %s", self.context,
-                        describe(exc))  # fmt: skip
 
     def _drain(self, run: Run) -> bool:
         """Let the handlers finish and their acknowledgements go out, both within the

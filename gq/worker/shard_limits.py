@@ -17,6 +17,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Callable
 
+import redis
+
+from gq.store.base import describe
 from gq.store.reshard import Serving, retire, serving
 from gq.store.shard_limits import balance, drop_lease, hold_lease, queue_limits
 from gq.store.shards import Layout
@@ -59,9 +62,13 @@ class Balancer:
         return False
 
     def close(self) -> None:
-        """Give up the leases held, so another consumer balances at once."""
-        for name in self._served:
-            drop_lease(self._client, name, self._owner)
+        """Give up the leases held, so another consumer balances at once; never raises."""
+        try:
+            for name in self._served:
+                drop_lease(self._client, name, self._owner)
+        except redis.RedisError as exc:  # the lease runs out by itself
+            log.warning("%s: could not give up the balancer's lease: %s", self._context,
+                        describe(exc))  # fmt: skip
 
 
 def served_by(families: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
