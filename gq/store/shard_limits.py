@@ -151,6 +151,10 @@ def _balance_rate(client: Any, shards: Sequence[str], total: int, period: int) -
     targets = shard_shares.split(total, [s.ready for s in before], floor=1)
     current = [s.rate if s.rate is not None and s.period == period else total
                for s in before]  # fmt: skip
+    # A share moves only by more than a twentieth of the limit (or 1): each raise may
+    # grant the shard a burst of its new share, so shares do not follow every jitter.
+    step = max(2, total // 20)
+    targets = [c if abs(t - c) < step and t > 1 else t for t, c in zip(targets, current)]
     lowered = {i: t for i, (t, c) in enumerate(zip(targets, current)) if t < c}
     if lowered:
         write_shares(client, shards, "rate", lowered, {"period": period}, wake=False)
