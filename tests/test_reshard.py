@@ -11,6 +11,8 @@ import gevent
 import pytest
 
 import gq
+from gq.cli.common import CliError
+from gq.cli.worker_args import worker_shards
 from gq.errors import ConfigurationError
 from gq.store.reshard import leftovers, retire, serving
 from gq.store.shards import layout
@@ -41,6 +43,11 @@ def test_a_job_is_found_by_its_id_on_either_layout(cluster: Cluster, client: Any
     for job_id in (old, new):
         shown = run(ADMIN, "job", job_id, "--queue", name, env=env)
         assert shown.returncode == 0 and "ready" in shown.stdout, shown.stdout + shown.stderr
+    # gq-worker given an app that still says 3 serves what Redis says; 4 was never had.
+    assert worker_shards(cluster.url, name, gq.App(client=client, shards={name: 3})) == \
+        {name: 6}  # fmt: skip
+    with pytest.raises(CliError, match="the app says 4 shards, Redis says 6"):
+        worker_shards(cluster.url, name, gq.App(client=client, shards={name: 4}))
     listed = run(ADMIN, "shards", "--queue", name, env=env)
     assert "shards     6" in listed.stdout and "draining   3" in listed.stdout, listed.stdout
     assert queue.cancel(old) == 1
