@@ -18,7 +18,7 @@ from gq.store.reshard import leftovers, retire, serving
 from gq.store.shards import layout
 from tests.cli_support import ADMIN, Worker, env_for, run
 from tests.helpers import RedisServer, wait_until
-from tests.test_shards import FAST_FLAGS, client, cluster, name
+from tests.test_shards import FAST, FAST_FLAGS, client, cluster, consume, name
 from tests.topologies import Cluster
 
 __all__ = ["client", "cluster", "name"]  # the fixtures, shared with tests/test_shards.py
@@ -107,3 +107,14 @@ def test_resharding_3_to_6_under_load_loses_and_duplicates_nothing(
 
 def _done(client: Any, key: str) -> list[str]:
     return [value.decode() for value in client.lrange(key, 0, -1)]
+
+
+def test_a_stop_asked_while_restarting_over_a_new_layout_is_kept(client: Any,
+                                                                 name: str) -> None:  # fmt: skip
+    consumer = gq.Consumer(name, client=client, shards={name: 3}, **FAST)
+    greenlet = consume(consumer, lambda job: None)
+    wait_until(lambda: consumer._poller is not None, 10)
+    consumer._relayout()  # what the balancer calls when the layout changed
+    consumer.stop()  # SIGTERM meanwhile: a stop, not a restart
+    greenlet.join(timeout=20)
+    assert greenlet.dead and greenlet.exception is None

@@ -118,7 +118,7 @@ class Consumer:
 
     def _between_runs(self) -> None:
         """No stop asked for, nothing fatal: ready for a run."""
-        self._relayout_asked = False
+        self._relayout_asked = self._stop_wanted = False
         self._stop_requested = Event()
         self._force = Event()
         self._fatal: BaseException | None = None
@@ -162,7 +162,7 @@ class Consumer:
         try:
             self._follow_layout()
             self._run(handler)
-            while self._relayout_asked and self._fatal is None:  # the layout changed
+            while self._relayout_asked and self._fatal is None and not self._stop_wanted:
                 self._between_runs()
                 self._follow_layout()
                 self._run(handler)
@@ -202,6 +202,7 @@ class Consumer:
 
     def stop(self) -> None:
         """Ask for a graceful stop and return at once; never blocks, never raises."""
+        self._stop_wanted = True  # not a restart over a new layout (_relayout)
         self._stop_requested.set()
 
     def stop_now(self) -> None:
