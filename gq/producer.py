@@ -15,6 +15,7 @@ from gq.errors import ConfigurationError, JobAlreadyExistsError, MessageTooLarge
 from gq.job import Job, JobLike
 from gq.store.config import check_queue_name, resolve_client
 from gq.store.jobs import RedisQueue
+from gq.store.reshard import REFRESH as RESHARD_REFRESH
 from gq.store.shards import Layout, check_shards, declare, layout, positions
 
 #: Default ``max_message_bytes``: far above ordinary job payloads, far below what would
@@ -103,6 +104,7 @@ class Producer(ProducerCore):
         redis_client = resolve_client(url, client)
         self._shards = None if shards is None else check_shards(self.queue, shards)
         self._plan: Layout | None = None  # declared in Redis at the first write
+        self._plan_until = 0.0  # when to look at Redis's layout again
         self._queues: dict[str, RedisQueue] = {}
         first = self.queue if self._shards is None else layout(self.queue, self._shards).queues[0]
         self._queue = RedisQueue(redis_client, first)  # (a sharded queue's: its first shard)
@@ -112,8 +114,9 @@ class Producer(ProducerCore):
         if self._shards is None:
             return [(self._queue, list(range(len(job_ids))))]
         plan = self._plan
-        if plan is None:
+        if plan is None or time.monotonic() >= self._plan_until:  # a reshard may move it
             plan = self._plan = declare(self._queue.client, self.queue, self._shards)
+            self._plan_until = time.monotonic() + RESHARD_REFRESH
         parts = positions([plan.for_id(job_id) for job_id in job_ids])
         return [(self._shard(name), where) for name, where in parts.items()]
 

@@ -6,8 +6,8 @@ shard), dead and scheduled listings merged by time; ``shards`` holds the handle 
 shard for what is shown or done per shard. Pause and resume reach every shard (one
 write each: while they spread, ``paused_shards`` says how many hold). Group limits are
 set on every shard (a group lives on one shard: its limit holds exactly). A queue-wide
-rate or concurrency limit is not built over shards: ``set_limits`` refuses, and sets a
-shard's own through ``shards[i]``.
+rate or concurrency limit is split into shares, one per shard, which the consumers'
+balancer moves to the demand (gq/store/shard_limits.py, gq/worker/shard_limits.py).
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from typing import Any
 
 from gq.errors import ConfigurationError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
-from gq.queue import UNCHANGED, Queue, Rate
-from gq.store.admin import Entry
+from gq.queue import UNCHANGED, Queue, Rate, flow_report
+from gq.queue import _limit_changes as limit_changes
+from gq.store.admin import Entry, FlowState
 from gq.store.config import resolve_client
 from gq.store.locate import locate
-from gq.store.shards import check_shards, layout
+from gq.store.reshard import reshard, retire, serving_or_given
+from gq.store.shard_limits import merged_flow, queue_limits, set_queue_limits
+from gq.store.shards import check_shards
 from gq.tasks import groups
 
 #: Counts of ``stats`` that are summed over the shards.
@@ -37,14 +40,24 @@ class ShardedQueue(Queue):
         count = check_shards(name, shards)
         redis_client = resolve_client(url, client)
         self.name = name
-        self.layout = layout(name, count)
-        #: Each shard's own handle, in order.
-        self.shards = [Queue(shard, client=redis_client) for shard in self.layout.queues]
+        found = serving_or_given(redis_client, name, count)
+        self.layout = found.current
+        #: Each shard's own handle, in order (while a reshard drains, the old ones after).
+        self.shards = [Queue(shard, client=redis_client) for shard in found.queues]
         #: What the CLI reads beyond this class's operations, merged over the shards.
         self.store: Any = ShardedAdmin(self)
 
     def __repr__(self) -> str:
         return f"gq.Queue({self.name!r}, shards={len(self.shards)})"
+
+    def reshard(self, count: int) -> None:
+        """Move to ``count`` shards: new jobs to the new layout, the old one served until
+        ``retire`` (gq/store/reshard.py; docs/deployment.md, "Resharding")."""
+        reshard(self.shards[0].client, self.name, count)
+
+    def retire(self) -> bool:
+        """Drop the old layout once drained; whether none is left."""
+        return retire(self.shards[0].client, self.name)
 
     def pause(self) -> None:
         """Every shard's consumers fetch nothing from now on (one write per shard)."""
@@ -65,15 +78,18 @@ class ShardedQueue(Queue):
 
     def set_limits(self, rate: Rate | None = UNCHANGED,
                    concurrency: int | None = UNCHANGED) -> None:  # fmt: skip
-        raise ConfigurationError(
-            f"a queue-wide limit over the {len(self.shards)} shards of {self.name!r} is not "
-            "built yet: set each shard's own (queue.shards[i].set_limits, or gq limit "
-            "--queue '<shard>'), which holds per shard"
-        )
+        """Queue-wide limits over every shard: each shard holds a share, which the
+        consumers' balancer moves to where the jobs wait (gq/store/shard_limits.py)."""
+        changes = limit_changes(rate, concurrency)
+        if changes:
+            admins = [shard.store for shard in self.shards]
+            set_queue_limits(self.shards[0].client, self.name, admins, changes)
 
     def limits(self) -> dict[str, Rate | int | None]:
-        """The first shard's limits (each shard has its own: ``shards[i].limits()``)."""
-        return self.shards[0].limits()
+        """The queue-wide limits (each shard's share: ``shards[i].limits()``)."""
+        wide = queue_limits(self.shards[0].client, self.name)
+        rate = None if wide.rate is None or wide.period is None else (wide.rate, wide.period / 1000)
+        return {"rate": rate, "concurrency": wide.concurrency}
 
     def set_group_limits(self, concurrency: int | None = UNCHANGED, rate: Rate | None = UNCHANGED,
                          group: str | None = None) -> None:  # fmt: skip
@@ -116,7 +132,8 @@ class ShardedQueue(Queue):
         """``Queue.stats`` over every shard: counts summed, consumers counted once, the
         oldest ready job of any shard; ``per_shard`` holds each shard's own report."""
         reports = [shard.stats(consumer_timeout) for shard in self.shards]
-        return merged_stats(self.name, reports, self.consumers(consumer_timeout))
+        merged = merged_stats(self.name, reports, self.consumers(consumer_timeout))
+        return {**merged, **flow_report(self.store.flow()), "paused": merged["paused"]}
 
     def consumers(self, consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT) -> list[dict[str, Any]]:
         """Every consumer of any shard, once, with its jobs in flight over all shards."""
@@ -204,6 +221,11 @@ class ShardedAdmin:
 
     def server_time(self) -> float:
         return self._admins[0].server_time()
+
+    def flow(self) -> FlowState:
+        """The queue-wide flow (gq limit, gq resume): its limits, the jobs held summed."""
+        wide = queue_limits(self.client, self._queue.name)
+        return merged_flow([admin.flow() for admin in self._admins], wide)
 
     def counts(self) -> dict[str, int]:
         every = [admin.counts() for admin in self._admins]

@@ -87,8 +87,12 @@ def test_a_consumer_serves_each_shard_with_the_queues_weight() -> None:
     shards = layout("emails", 4).queues
     assert served == {"critical": 6, **dict.fromkeys(shards, 3)}
     assert families == dict.fromkeys(shards, "emails")
-    entries = periodic_on_shards([gq.Periodic("p", every=60, data=b"", queue="emails")], families)
-    assert entries[0].queue == shards[0]  # one cursor: each occurrence enqueued once
+    names = [f"p{i}" for i in range(12)]
+    given = [gq.Periodic(n, every=60, data=b"", queue="emails") for n in names]
+    entries = periodic_on_shards(given, families, {})
+    # One cursor per schedule, on the shard its name routes to: each occurrence once.
+    assert [e.queue for e in entries] == [layout("emails", 4).for_key(n) for n in names]
+    assert len({e.queue for e in entries}) > 1  # the schedules spread over the shards
 
 
 def test_a_sharded_queues_turn_goes_to_any_of_its_ready_shards() -> None:

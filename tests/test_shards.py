@@ -235,9 +235,14 @@ def test_gq_stats_sums_the_shards_and_pause_reaches_each(cluster: Cluster, clien
         assert shard in stats.stdout  # a line per shard
     paused = run(ADMIN, "pause", "--queue", name, env=env)
     assert paused.returncode == 0, paused.stderr
-    assert all(s.paused for s in gq.Queue(name, client=client, shards=3).shards)
-    limit = run(ADMIN, "limit", "--queue", name, "--concurrency", "5", env=env)
-    assert limit.returncode == 2 and "not built yet" in limit.stderr, limit.stderr
+    assert "paused on 3 of 3 shards" in paused.stdout, paused.stdout
+    queue = gq.Queue(name, client=client, shards=3)
+    assert all(s.paused for s in queue.shards)
+    queue.shards[1].resume()  # as if a pause or resume were still spreading
+    stats = run(ADMIN, "stats", "--queue", name, env=env)
+    assert "paused on 2 of 3" in stats.stdout, stats.stdout
+    resumed = run(ADMIN, "resume", "--queue", name, env=env)
+    assert "paused on 0 of 3 shards" in resumed.stdout, resumed.stdout
     retry = run(ADMIN, "dead", "retry", "--queue", name, "--all", env=env)
     assert retry.returncode == 2 and "name one of its shards" in retry.stderr, retry.stderr
 

@@ -26,6 +26,7 @@ from gq.cli import (
     logs,
     metrics_cmd,
     periodic_cmd,
+    shards_cmd,
     status,
 )
 from gq.cli.app_flag import add_app_flag, apply_app
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     history_cmd.add_parser(commands, conn)
     _add_consumers(commands, conn)
     flow_cmd.add_parsers(commands, conn)
+    shards_cmd.add_parser(commands, conn)
     group_cmd.add_parser(commands, conn)
     periodic_cmd.add_parser(commands, conn)
     job_cmd.add_parser(commands, conn)

@@ -13,6 +13,7 @@ from typing import Any
 from gq.cli import EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError, Parser, duration, subcommand
 from gq.queue import MAX_RATE_JOBS, MAX_RATE_PERIOD, Queue, flow_report
+from gq.sharded import ShardedQueue
 
 _RATE = re.compile(r"^\s*([0-9]+)\s*/\s*(\S+)\s*$")
 _NO_JOBS = "(to stop every consumer, pause the queue: gq pause)"
@@ -116,7 +117,8 @@ def pause(args: argparse.Namespace, queue: Queue) -> int:
     was = queue.paused
     queue.pause()
     note = " (it already was)" if was else ""
-    print(f"queue {queue.name} paused{note}: consumers fetch nothing until gq resume")
+    print(f"queue {queue.name} paused{note}{_spread(queue)}: consumers fetch nothing until "
+          "gq resume")  # fmt: skip
     return EXIT_OK
 
 
@@ -125,8 +127,16 @@ def resume(args: argparse.Namespace, queue: Queue) -> int:
     queue.resume()
     held = round(before.held_back, 3)
     print(f"queue {queue.name} resumed" + ("" if before.paused else " (it was not paused)")
+          + _spread(queue)
           + (f"; lifted a RateLimited hold of {held:g}s more" if held else ""))  # fmt: skip
     return EXIT_OK
+
+
+def _spread(queue: Queue) -> str:
+    """A sharded queue's ", paused on k of N shards" read back after the writes ("")."""
+    if not isinstance(queue, ShardedQueue):
+        return ""
+    return f", paused on {queue.paused_shards()} of {len(queue.shards)} shards"
 
 
 def limit(args: argparse.Namespace, queue: Queue) -> int:

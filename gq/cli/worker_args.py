@@ -217,6 +217,7 @@ def worker_shards(
     app and Redis that disagree are refused (exit 2)."""
     from gq.cli.common import cannot_use
     from gq.store.connection import client_from_url
+    from gq.store.reshard import history
     from gq.store.shards import declared
 
     names = [queue] if isinstance(queue, str) else list(queue)
@@ -225,14 +226,16 @@ def worker_shards(
         client = client_from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0)
         try:
             stored = declared(client, names)
+            # A count the queue had before a reshard follows Redis (gq/store/reshard.py).
+            had = {name: history(client, name) for name in set(given) & set(stored)}
         finally:
             client.close()
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     except redis.RedisError as exc:  # unreachable or refused: said as gq-worker says it
         raise cannot_use(url, exc) from None
-    for name in set(given) & set(stored):
-        if given[name] != stored[name]:
+    for name in had:
+        if given[name] != stored[name] and given[name] not in had[name]:
             raise CliError(EXIT_USAGE, f"queue {name!r}: the app says {given[name]} shards, "
                            f"Redis says {stored[name]} (gq:sharded:{name})")  # fmt: skip
-    return {**stored, **{name: n for name, n in given.items() if name in names}}
+    return {**{name: n for name, n in given.items() if name in names}, **stored}

@@ -233,3 +233,9 @@ def sharded_key(name: str) -> str:
     """gq's own key: the descriptor of sharded queue ``name`` (gq/store/shards.py), a hash
     outside any queue's slot."""
     return f"gq:sharded:{name}"
+
+
+def sharded_balancer_key(name: str) -> str:
+    """gq's own key: the consumer id that balances sharded queue ``name``'s queue-wide
+    limits over its shards (gq/worker/shard_limits.py), with a lease (PX)."""
+    return f"gq:sharded:{name}:balancer"

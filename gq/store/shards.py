@@ -114,21 +114,23 @@ def positions(queues: Sequence[str]) -> dict[str, list[int]]:
 
 
 def declare(client: Any, name: str, shards: int) -> Layout:
-    """Record ``name``'s layout in Redis unless it is there; ``ConfigurationError`` if Redis
-    holds another count (resharding is not built yet)."""
-    plan = layout(name, shards)
+    """Record ``name``'s layout in Redis unless it is there, and return the layout Redis
+    holds: a count the queue had before a reshard (gq/store/reshard.py) follows Redis;
+    any other count is refused (``ConfigurationError``)."""
     key = sharded_key(name)
-    if not client.hsetnx(key, "shards", str(shards)):
-        stored = as_text(client.hget(key, "shards") or b"")
-        if stored != str(shards):
-            raise ConfigurationError(
-                f"queue {name!r} has {stored} shards in Redis ({key}), not {shards}: "
-                "every producer and worker must give the same count (resharding is not "
-                "built yet)"
-            )
-    mapping = {"queues": " ".join(plan.queues), "version": VERSION, "routing": ROUTING}
-    client.hset(key, mapping=mapping)
-    return plan
+    if client.hsetnx(key, "shards", str(shards)):
+        mapping = {"queues": " ".join(layout(name, shards).queues), "version": VERSION,
+                   "routing": ROUTING}  # fmt: skip
+        client.hset(key, mapping=mapping)
+        return layout(name, shards)
+    stored, history = (as_text(v or b"") for v in client.hmget(key, ["shards", "history"]))
+    if stored != str(shards) and str(shards) not in history.split():
+        raise ConfigurationError(
+            f"queue {name!r} has {stored} shards in Redis ({key}), not {shards}: "
+            "every producer and worker must give the same count (or reshard it: gq "
+            "shards --queue NAME --reshard COUNT)"
+        )
+    return layout(name, int(stored))
 
 
 def declared(client: Any, names: Iterable[str]) -> dict[str, int]:

@@ -10,10 +10,13 @@ so that the ack that writes a successor stays in one slot.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 from gq.errors import ConfigurationError
+from gq.store.reshard import REFRESH as RESHARD_REFRESH
+from gq.store.reshard import serving
 from gq.store.shards import Layout, check_shards, declare, positions, route_key
 from gq.tasks.ids import new_id
 
@@ -41,12 +44,15 @@ class Sharding:
         self.counts = counts
         self._client = client
         self._plans: dict[str, Layout] = {}
+        self._until: dict[str, float] = {}  # when to look at each layout in Redis again
 
     def plan(self, queue: str) -> Layout | None:
         """The layout of ``queue`` if it is sharded (declared once), else None."""
         plan = self._plans.get(queue)
-        if plan is None and queue in self.counts:
+        stale = self._until.get(queue, 0.0) <= time.monotonic()  # a reshard may move it
+        if (plan is None or stale) and queue in self.counts:
             plan = self._plans[queue] = declare(self._client(), queue, self.counts[queue])
+            self._until[queue] = time.monotonic() + RESHARD_REFRESH
         return plan
 
     def home(self, queue: str) -> str:
@@ -66,7 +72,8 @@ class Sharding:
         if plan is None:
             return [queue]
         first = plan.for_id(job_id)
-        return [first, *(name for name in plan.queues if name != first)]
+        every = serving(self._client(), queue, len(plan.queues)).queues  # old ones too
+        return [first, *(name for name in every if name != first)]
 
     def locate(self, client: Any, job_id: str, queues: list[str]) -> str | None:
         """The physical queue of the first of ``queues`` that knows ``job_id``: where its

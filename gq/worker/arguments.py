@@ -10,7 +10,7 @@ from typing import Any, Callable, Union
 from gq.errors import ConfigurationError
 from gq.options import ConsumerOptions
 from gq.store.config import check_queue_name, resolve_client
-from gq.store.shards import check_shards, layout
+from gq.store.shards import Layout, check_shards, layout
 
 Queues = Union[str, Sequence[str], Mapping[str, int]]
 
@@ -87,29 +87,37 @@ def queue_weights(queue: Queues) -> dict[str, int]:
 
 
 def expand_shards(
-    weights: dict[str, int], shards: Mapping[str, int] | None
+    weights: dict[str, int],
+    shards: Mapping[str, int] | None,
+    served: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[dict[str, int], dict[str, str]]:
     """The physical queues to serve, with their weights (a sharded queue's shards each
-    take its weight, in place of its name), and each shard's sharded queue."""
+    take its weight, in place of its name: those ``served`` lists, else its count's),
+    and each shard's sharded queue."""
     counts = {name: check_shards(name, n) for name, n in (shards or {}).items()}
-    served: dict[str, int] = {}
+    physical: dict[str, int] = {}
     families: dict[str, str] = {}
     for name, weight in weights.items():
         if name not in counts:
-            served[name] = weight
+            physical[name] = weight
             continue
-        for shard in layout(name, counts[name]).queues:
-            served[shard], families[shard] = weight, name
-    return served, families
+        for shard in (served or {}).get(name) or layout(name, counts[name]).queues:
+            physical[shard], families[shard] = weight, name
+    return physical, families
 
 
-def periodic_on_shards(entries: Iterable[Any], families: Mapping[str, str]) -> list[Any]:
-    """Periodic entries (gq.Periodic) of a sharded queue kept and enqueued on its first
-    shard: one cursor, so each occurrence is enqueued once (its id routes elsewhere:
-    found by asking every shard)."""
-    firsts = {name: shard for shard, name in reversed(list(families.items()))}
-    return [dataclasses.replace(entry, queue=firsts[entry.queue])
-            if entry.queue in firsts else entry for entry in entries]  # fmt: skip
+def periodic_on_shards(entries: Iterable[Any], families: Mapping[str, str],
+                       current: Mapping[str, Layout]) -> list[Any]:  # fmt: skip
+    """Periodic entries (gq.Periodic) of a sharded queue kept and enqueued on the shard
+    their schedule's name routes to (``current``'s layout of the queue, else the shards
+    served): one cursor per schedule, so each occurrence is enqueued once, and the
+    schedules spread over the shards (their ids route elsewhere: found by asking every
+    shard)."""
+    plans = {name: current.get(name) or Layout(name, tuple(
+        shard for shard, family in families.items() if family == name))
+        for name in set(families.values())}  # fmt: skip
+    return [dataclasses.replace(entry, queue=plans[entry.queue].for_key(entry.name))
+            if entry.queue in plans else entry for entry in entries]  # fmt: skip
 
 
 def _named_weights(given: Sequence[str] | Mapping[str, int]) -> dict[str, int]:

@@ -26,6 +26,7 @@ from gq.options import ConsumerOptions
 from gq.periodic import check_schedule
 from gq.store.base import describe
 from gq.store.jobs import RedisQueue
+from gq.store.reshard import Serving
 from gq.worker import asyncio_loop, watchdog
 from gq.worker.arguments import (
     Queues,
@@ -45,6 +46,7 @@ from gq.worker.poller import Poller, Source
 from gq.worker.processor import Handler, Processor
 from gq.worker.recorder import Recorder, Stats
 from gq.worker.run import Run, run_loops
+from gq.worker.shard_limits import balancer_for, served_by, served_now
 
 log = logging.getLogger("gq.consumer")
 
@@ -75,30 +77,40 @@ class Consumer:
         shards: Mapping[str, int] | None = None,
         **overrides: Any,
     ) -> None:
-        weights, self.families = expand_shards(queue_weights(queue), shards)
-        self.queues = list(weights)
-        self.queue = self.queues[0]
-        self._weights = weights if isinstance(queue, Mapping) or self.families else None
+        self._given = (queue, dict(shards or {}), periodic)
         self.opts = consumer_options(options, overrides)
         self.id = str(uuid.uuid4())
         # Who it is across restarts (gq/worker/identity.py); None: nobody in particular.
         self._name = Name(check_name(name)) if isinstance(name, str) else name
         self.name: str | None = None  # the name it holds once running
-        client = consumer_client(url, client, self.opts)
-        self._queues = {name: RedisQueue(client, name) for name in self.queues}
-        self._queue = self._queues[self.queue]
-        self.inflight_key = self._queue.keys.inflight(self.id)
-        self.context = f"queue={','.join(self.queues)} consumer={self.id}"
-        self._periodic = self._periodic_runner(periodic)
-        self._parts()
+        self._client = consumer_client(url, client, self.opts)
+        self._lay_out({})
         self._between_runs()
         self._running = False
         self._processor: Processor | None = None
         self._poller: Poller | None = None
 
+    def _lay_out(self, found: Mapping[str, Serving]) -> None:
+        """The queues served (a sharded queue's shards: those Redis lists in ``found``,
+        the old ones too while a reshard drains, else its count's) and the parts that
+        depend on them."""
+        queue, shards, periodic = self._given
+        served = {name: serving.queues for name, serving in found.items()}
+        weights, self.families = expand_shards(queue_weights(queue), shards, served)
+        self._current = {name: serving.current for name, serving in found.items()}
+        self.queues = list(weights)
+        self.queue = self.queues[0]
+        self._weights = weights if isinstance(queue, Mapping) or self.families else None
+        self._queues = {name: RedisQueue(self._client, name) for name in self.queues}
+        self._queue = self._queues[self.queue]
+        self.inflight_key = self._queue.keys.inflight(self.id)
+        self.context = f"queue={','.join(self.queues)} consumer={self.id}"
+        self._periodic = self._periodic_runner(periodic)
+        self._parts()
+
     def _periodic_runner(self, periodic: Any) -> PeriodicRunner:
-        # A list of gq.Periodic (gq/periodic.py); a sharded queue's on its first shard.
-        entries = periodic_on_shards(check_schedule(periodic), self.families)
+        # A list of gq.Periodic (gq/periodic.py); a sharded queue's on its name's shard.
+        entries = periodic_on_shards(check_schedule(periodic), self.families, self._current)
         # Always a runner: schedules added at runtime (gq/schedules.py) are read with the
         # heartbeat's interval, whether or not the code gave any.
         return PeriodicRunner(self._queues, entries, self.context,
@@ -106,6 +118,7 @@ class Consumer:
 
     def _between_runs(self) -> None:
         """No stop asked for, nothing fatal: ready for a run."""
+        self._relayout_asked = self._stop_wanted = False
         self._stop_requested = Event()
         self._force = Event()
         self._fatal: BaseException | None = None
@@ -119,6 +132,8 @@ class Consumer:
         self._liveness = Liveness(self._queues, self.id, self.opts, self.context)
         maintenance = Maintenance(self._queues, self.id, self.opts, self.recorders, self.context)
         self._maintenance = maintenance
+        self._balancer = balancer_for(self._client, self.families, self.id, self.context,
+                                      self._relayout)  # fmt: skip
         # The steps, callable alone (tests, tools) whether the consumer runs or not.
         self.heartbeat_step = self._liveness.heartbeat_step
         self.scheduler_step = maintenance.scheduler_step
@@ -145,7 +160,12 @@ class Consumer:
             raise GQError("this consumer is already running")
         self._running = True
         try:
+            self._follow_layout()
             self._run(handler)
+            while self._relayout_asked and self._fatal is None and not self._stop_wanted:
+                self._between_runs()
+                self._follow_layout()
+                self._run(handler)
         finally:
             self._running = False
             self._between_runs()
@@ -167,8 +187,22 @@ class Consumer:
                 if old is not None:
                     signal.signal(sig, old)
 
+    def _relayout(self) -> None:
+        """A sharded queue was resharded, or its old layout retired: stop as gracefully as
+        for any stop, then run again over the shards Redis now lists."""
+        log.info("%s: a sharded queue's layout changed: restarting over it", self.context)
+        self._relayout_asked = True
+        self._stop_requested.set()
+
+    def _follow_layout(self) -> None:
+        """Serve what Redis says each sharded queue is made of (gq/store/reshard.py)."""
+        found = served_now(self._client, self.families)
+        if {name: s.queues for name, s in found.items()} != served_by(self.families):
+            self._lay_out(found)
+
     def stop(self) -> None:
         """Ask for a graceful stop and return at once; never blocks, never raises."""
+        self._stop_wanted = True  # not a restart over a new layout (_relayout)
         self._stop_requested.set()
 
     def stop_now(self) -> None:
@@ -204,7 +238,8 @@ class Consumer:
                  opts.processor_concurrency, opts.poller_buffer_size)  # fmt: skip
         watching = watchdog.enable(opts.hub_block_warning)
         liveness.start_thread_heartbeat()
-        loops = run_loops(run, self._maintenance, liveness, self._periodic, opts, self.context)
+        loops = run_loops(run, self._maintenance, liveness, self._periodic, opts, self.context,
+                          self._balancer)  # fmt: skip
         greenlets = self._start(loops, run)
         self._stop_requested.wait()
         try:
@@ -295,6 +330,8 @@ class Consumer:
         for name in maintenance:
             self._wait_for(greenlets[name])
         run.reporter.final()  # the last minutes' counts; never raises
+        if self._balancer is not None:
+            self._balancer.close()  # never raises
         self._deregister()
 
     def _drain(self, run: Run) -> bool:

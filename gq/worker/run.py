@@ -32,6 +32,8 @@ from gq.worker.periodic_runner import PeriodicRunner
 from gq.worker.poller import Poller, Source
 from gq.worker.processor import Handler, Processor
 from gq.worker.recorder import Recorder
+from gq.worker.shard_limits import INTERVAL as BALANCE_INTERVAL
+from gq.worker.shard_limits import Balancer
 
 log = logging.getLogger("gq.consumer")
 
@@ -119,6 +121,7 @@ def run_loops(
     periodic: PeriodicRunner | None,
     opts: ConsumerOptions,
     context: str,
+    balancer: Balancer | None = None,
 ) -> dict[str, Loop]:
     """The poller, the maintenance loops and their intervals (read at every turn)."""
     # name: (step, interval, whose retry options)
@@ -140,6 +143,8 @@ def run_loops(
     if periodic is not None:  # sleeps until its next occurrence, at most the scheduler's
         plan["Periodic"] = (periodic.step, lambda: periodic.delay(opts.scheduler_poll_interval),
                             "scheduler")  # fmt: skip
+    if balancer is not None:  # a sharded queue's queue-wide limits follow its load
+        plan["Balancer"] = (balancer.step, lambda: BALANCE_INTERVAL, "custodian")
     loops = {name: _loop(name, *what, opts, context) for name, what in plan.items()}
     if opts.scheduler_wake:
         loops["Scheduler"].wake = maintenance.due.wake
