@@ -59,7 +59,7 @@ def started(port: int) -> redis.Redis:
             time.sleep(0.1)
 
 
-def drain(store: RedisQueue, batch: int, record: bytes | None) -> int:
+def drain(store: RedisQueue, batch: int, record: bytes | None = None) -> int:
     """Fetch ``batch`` at a time, each fetch acknowledging the previous batch (with a
     result ``record`` each, kept RESULT_TTL, unless None); the jobs."""
     acks: list[str] = []
