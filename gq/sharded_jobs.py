@@ -22,7 +22,7 @@ from gq import bulk
 from gq.errors import ConfigurationError
 from gq.jobfilter import JobFilter
 from gq.jobsearch import SEARCH_STATES, FoundJob, SearchPage
-from gq.store.admin import QueueAdmin
+from gq.store.admin import Entry, QueueAdmin
 from gq.store.shards import Layout, declared
 
 if TYPE_CHECKING:
@@ -212,6 +212,25 @@ class ShardedIds:
     def run_scheduled(self, ids: Sequence[str]) -> list[bool]:
         return routed(self.plan, self.by_name, ids, lambda a, part: a.run_scheduled(part))
 
+    def dead_page(self, offset: int, count: int) -> list[Entry]:
+        """Dead jobs of all shards from ``offset``, newest first (each shard read from its
+        head: a page deep in the list costs its offset)."""
+        pages = [a.dead_page(0, offset + count) for a in self.by_name.values()]
+        return _window(pages, offset, count, lambda entry: -entry[1])
+
+    def scheduled_page(self, offset: int, count: int) -> list[Entry]:
+        """Scheduled jobs of all shards from ``offset``, soonest first."""
+        pages = [a.scheduled_page(0, offset + count) for a in self.by_name.values()]
+        return _window(pages, offset, count, lambda entry: entry[1])
+
     def work_through(self, state: str, operation: Callable[[Sequence[str]], list[bool]]) -> int:
         """``operation`` (this object's, routed by id) over each shard's set in turn."""
         return sum(admin.work_through(state, operation) for admin in self.by_name.values())
+
+
+def _window(pages: list[list[Entry]], offset: int, count: int,
+            key: Callable[[Entry], float]) -> list[Entry]:  # fmt: skip
+    """Entries ``offset`` to ``offset + count`` of the shards' sorted ``pages`` merged."""
+    if count <= 0 or offset < 0:
+        return []
+    return list(itertools.islice(heapq.merge(*pages, key=key), offset, offset + count))

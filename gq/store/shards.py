@@ -19,6 +19,7 @@ chosen by its slot so that the shards spread over a Cluster's masters.
 from __future__ import annotations
 
 import functools
+import re
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -147,3 +148,17 @@ def declared(client: Any, names: Iterable[str]) -> dict[str, int]:
 def forget(client: Any, name: str) -> None:
     """Delete ``name``'s descriptor (tests, and an operator who removed the queue)."""
     client.delete(sharded_key(name))
+
+
+_SHARD_NAME = re.compile(r"^\{(.+)~[0-9]+~[0-9]+\}$")
+
+
+def fold(client: Any, names: Iterable[str]) -> list[str]:
+    """Queue names (the registry's, where workers register each shard) with the shards of
+    a declared sharded queue replaced by its logical name, in order, each once."""
+    names = list(names)
+    logical = {n: m.group(1) for n in names for m in [_SHARD_NAME.fullmatch(n)] if m}
+    sharded = declared(client, dict.fromkeys(logical.values()))
+    return list(dict.fromkeys(
+        logical[n] if logical.get(n) in sharded else n for n in names
+    ))  # fmt: skip
