@@ -120,16 +120,35 @@ def declare(client: Any, name: str, shards: int) -> Layout:
     plan = layout(name, shards)
     key = sharded_key(name)
     if not client.hsetnx(key, "shards", str(shards)):
-        stored = as_text(client.hget(key, "shards") or b"")
-        if stored != str(shards):
-            raise ConfigurationError(
-                f"queue {name!r} has {stored} shards in Redis ({key}), not {shards}: "
-                "every producer and worker must give the same count (resharding is not "
-                "built yet)"
-            )
-    mapping = {"queues": " ".join(plan.queues), "version": VERSION, "routing": ROUTING}
-    client.hset(key, mapping=mapping)
+        same_count(name, shards, client.hget(key, "shards"))
+    client.hset(key, mapping=descriptor(plan))
     return plan
+
+
+async def adeclare(client: Any, name: str, shards: int) -> Layout:
+    """``declare`` on a ``redis.asyncio`` client (gq.aio's producers)."""
+    plan = layout(name, shards)
+    key = sharded_key(name)
+    if not await client.hsetnx(key, "shards", str(shards)):
+        same_count(name, shards, await client.hget(key, "shards"))
+    await client.hset(key, mapping=descriptor(plan))
+    return plan
+
+
+def same_count(name: str, shards: int, stored_raw: Any) -> None:
+    """``ConfigurationError`` unless Redis's descriptor holds ``shards`` shards."""
+    stored = as_text(stored_raw or b"")
+    if stored != str(shards):
+        raise ConfigurationError(
+            f"queue {name!r} has {stored} shards in Redis ({sharded_key(name)}), not "
+            f"{shards}: every producer and worker must give the same count (resharding is "
+            "not built yet)"
+        )
+
+
+def descriptor(plan: Layout) -> dict[str, str]:
+    """The descriptor's fields besides the count."""
+    return {"queues": " ".join(plan.queues), "version": VERSION, "routing": ROUTING}
 
 
 def declared(client: Any, names: Iterable[str]) -> dict[str, int]:
