@@ -38,6 +38,7 @@ from gq.store.connection import (
     embedded_server,
     redact_url,
 )
+from gq.store.shards import Layout, adeclare, check_shards, layout, positions
 
 __all__ = ["Producer", "client_from_url"]
 
@@ -51,7 +52,8 @@ class Producer(ProducerCore):
     ``rediss://``, ``unix://``, ``redis+cluster://``, ``redis+sentinel://``,
     ``fakeredis://``, and the ``valkey`` forms of each). Errors, duplicates,
     ``max_message_bytes`` and the safe retry after a ``redis.ConnectionError`` are those
-    of ``gq.Producer``. Use it as ``async with``, or call ``await producer.close()``, to
+    of ``gq.Producer``; ``shards=N`` routes to a sharded queue's shards as it does. Use it
+    as ``async with``, or call ``await producer.close()``, to
     release the connections of a client built from ``url``.
     """
 
@@ -62,6 +64,7 @@ class Producer(ProducerCore):
         url: str | None = None,
         client: Any | None = None,
         max_message_bytes: int | None = DEFAULT_MAX_MESSAGE_BYTES,
+        shards: int | None = None,
     ) -> None:
         super().__init__(queue, max_message_bytes)
         if client is None and url is None:
@@ -69,22 +72,47 @@ class Producer(ProducerCore):
         if client is not None:
             _check_asyncio_client(client)
         self._owns_client = client is None
-        self._queue = AsyncRedisQueue(client if client is not None else client_from_url(url), queue)
+        self._shards = None if shards is None else check_shards(self.queue, shards)
+        self._plan: Layout | None = None  # declared in Redis at the first write
+        first = queue if self._shards is None else layout(queue, self._shards).queues[0]
+        self._queue = AsyncRedisQueue(client if client is not None else client_from_url(url), first)
+        self._queues = {first: self._queue}
+
+    async def _route(self, job_ids: list[str]) -> list[tuple[AsyncRedisQueue, list[int]]]:
+        """Each queue the jobs ``job_ids`` go to, with their positions (``gq.Producer``'s
+        routing: a sharded queue's shard by id, gq/store/shards.py)."""
+        if self._shards is None:
+            return [(self._queue, list(range(len(job_ids))))]
+        if self._plan is None:
+            self._plan = await adeclare(self._queue.client, self.queue, self._shards)
+        parts = positions([self._plan.for_id(job_id) for job_id in job_ids])
+        return [(self._shard(name), where) for name, where in parts.items()]
+
+    def _shard(self, name: str) -> AsyncRedisQueue:
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = self._queues[name] = AsyncRedisQueue(self._queue.client, name)
+        return queue
+
+    async def _one(self, job_id: str) -> AsyncRedisQueue:
+        return (await self._route([job_id]))[0][0]
 
     async def perform(self, job: JobLike) -> str:
         """Queue ``job`` (bytes or Job) to run as soon as possible; return its id."""
         item, messages = self._push_args(job)
-        return stored_or_raise(item, await self._queue.push(messages))
+        return stored_or_raise(item, await (await self._one(item.id)).push(messages))
 
     async def perform_at(self, when: When, job: JobLike) -> str:
         """Queue ``job`` to run at ``when`` (a datetime or unix seconds, taken as given)."""
         item, entries = self._at_args(when, job)
-        return stored_or_raise(item, await self._queue.schedule(entries, relative=False))
+        queue = await self._one(item.id)
+        return stored_or_raise(item, await queue.schedule(entries, relative=False))
 
     async def perform_after(self, delay: Delay, job: JobLike) -> str:
         """Queue ``job`` to run ``delay`` (timedelta or seconds) after the Redis server's now."""
         item, entries = self._after_args(delay, job)
-        return stored_or_raise(item, await self._queue.schedule(entries, relative=True))
+        queue = await self._one(item.id)
+        return stored_or_raise(item, await queue.schedule(entries, relative=True))
 
     async def perform_many(self, batch: Iterable[JobLike]) -> list[str]:
         """Queue many jobs in few round trips; return their ids in order (see
@@ -92,7 +120,11 @@ class Producer(ProducerCore):
         items, messages = self._many_args(batch)
         if not items:
             return []
-        return all_stored_or_raise(items, await self._queue.push(messages))
+        stored = [False] * len(items)
+        for queue, where in await self._route([item.id for item in items]):
+            for position, reply in zip(where, await queue.push([messages[i] for i in where])):
+                stored[position] = reply
+        return all_stored_or_raise(items, stored)
 
     async def close(self) -> None:
         """Release the connections of a client built from ``url`` (a given client is the

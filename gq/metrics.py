@@ -27,11 +27,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from gq import job as jobs
 from gq.errors import GQError
+from gq.metrics_gauges import SHARD_JOBS, STATES, GaugeReader, oldest_age
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.serving import serve_wsgi
-from gq.store.admin import QueueAdmin, registered_queues
+from gq.store.admin import registered_queues
 from gq.store.base import describe
 from gq.worker import sampling
 from gq.worker.recorder import OUTCOMES, Recorder
@@ -308,7 +308,7 @@ class QueueCollector:
         self._client = client
         self._queues = list(queues) if queues else None
         self._consumer_timeout = consumer_timeout
-        self._handles: dict[str, QueueAdmin] = {}
+        self._reader = GaugeReader(client)
         self._lock = threading.Lock()  # one scrape at a time: concurrent ones add load only
         self.errors = 0
 
@@ -325,51 +325,37 @@ class QueueCollector:
         consumers = core.GaugeMetricFamily(
             QUEUE_CONSUMERS, "Registered consumers, alive or dead", labels=["queue", "state"]
         )
+        shard_jobs = core.GaugeMetricFamily(
+            SHARD_JOBS, "Jobs by state on each shard of a sharded queue",
+            labels=["queue", "shard", "state"],
+        )  # fmt: skip
         for name in self._names():
             try:
-                gauges = self._handle(name).gauges(self._consumer_timeout)
+                gauges, shards = self._reader.read(name, self._consumer_timeout)
             except Exception as exc:  # noqa: BLE001 - a bad name, a Redis error: this queue only
                 self.errors += 1
                 log.warning("metrics scrape of queue %s failed: %s", name, describe(exc))
                 continue
-            for state in ("ready", "scheduled", "inflight", "dead"):
+            for state in STATES:
                 counts.add_metric([name, state], getattr(gauges, state))
-            counts.add_metric([name, "grouped"], gauges.grouped)
-            age = _oldest_age(gauges.head, gauges.now)
+                for shard, each in shards:
+                    shard_jobs.add_metric([name, shard, state], getattr(each, state))
+            age = oldest_age(gauges.head, gauges.now)
             if age is not None:
                 oldest.add_metric([name], age)
             consumers.add_metric([name, "alive"], gauges.consumers_alive)
             consumers.add_metric([name, "dead"], gauges.consumers_dead)
         errors = core.CounterMetricFamily(SCRAPE_ERRORS, "Queues whose scrape failed", self.errors)
-        return [counts, oldest, consumers, errors]
+        return [counts, oldest, consumers, shard_jobs, errors]
 
     def _names(self) -> list[str]:
-        if self._queues is not None:
-            return self._queues
         try:
-            return registered_queues(self._client)
+            names = registered_queues(self._client) if self._queues is None else self._queues
+            return self._reader.names(names)
         except Exception as exc:  # noqa: BLE001 - a scrape reports the error, never raises
             self.errors += 1
             log.warning("metrics scrape could not read the queue registry: %s", describe(exc))
             return []
-
-    def _handle(self, name: str) -> QueueAdmin:
-        handle = self._handles.get(name)
-        if handle is None:
-            handle = self._handles[name] = QueueAdmin(self._client, name)
-        return handle
-
-
-def _oldest_age(head: bytes | None, now: float) -> float | None:
-    """Seconds the oldest ready job has been ready: 0 when none is, None when its
-    message does not say when it became ready (curlyq's)."""
-    if head is None:
-        return 0.0
-    try:
-        ready_at = jobs.decode_ready_at(head)
-    except jobs.MessageDecodeError:
-        return None
-    return None if ready_at is None else max(0.0, now - ready_at)
 
 
 def queue_metrics_registry(

@@ -88,7 +88,7 @@ class Producer(ProducerCore):
     message: a bigger job raises ``MessageTooLargeError`` before anything is written.
     ``shards=N`` makes ``queue`` a sharded queue (docs/deployment.md, "One queue over
     many masters"): each job goes to one of N plain queues, chosen by its id.
-    ``gq.aio.Producer`` is the same for asyncio programs (unsharded).
+    ``gq.aio.Producer`` is the same for asyncio programs, shards included.
     """
 
     def __init__(

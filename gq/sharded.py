@@ -19,6 +19,7 @@ from gq.errors import ConfigurationError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.queue import UNCHANGED, Queue, Rate, flow_report
 from gq.queue import _limit_changes as limit_changes
+from gq.sharded_jobs import ShardedIds, ShardedJobs
 from gq.store.admin import Entry, FlowState
 from gq.store.config import resolve_client
 from gq.store.locate import locate
@@ -32,7 +33,7 @@ SUMMED = ("ready", "scheduled", "due", "dead", "grouped", "in_flight", "held")
 _RANK = {"alive": 0, "silent": 1, "dead": 2}
 
 
-class ShardedQueue(Queue):
+class ShardedQueue(ShardedJobs, Queue):
     """Sharded queue ``name`` over ``shards`` shards (``gq.Queue(name, shards=N)``)."""
 
     def __init__(self, name: str, url: str | None = None, *, client: Any = None,
@@ -196,13 +197,15 @@ def merged_groups(reports: list[dict[str, Any]], count: int) -> dict[str, Any]:
     }
 
 
-class ShardedAdmin:
+class ShardedAdmin(ShardedIds):
     """The reads ``gq dead list``, ``gq scheduled list`` and ``gq stats`` make of
     ``queue.store``, over every shard: listings merged by time, counts summed."""
 
     def __init__(self, queue: ShardedQueue) -> None:
         self._queue = queue
         self._admins = [shard.store for shard in queue.shards]
+        self.plan = queue.layout
+        self.by_name = {shard.name: shard.store for shard in queue.shards}
         self.client = self._admins[0].client
         self.keys = _Named(queue.name)
 

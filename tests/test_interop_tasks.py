@@ -179,3 +179,40 @@ def tagged(value: Any) -> Any:
     if isinstance(value, list):
         return [tagged(item) for item in value]
     return {key: tagged(item) for key, item in value.items()}
+
+
+def test_go_enqueues_to_a_sharded_queue_s_shards_and_a_gq_worker_runs_every_job(
+    curlyq: Curlyq, server: RedisServer, direct: redis.Redis, queue: str, tmp_path: Path
+) -> None:
+    """go/gqtask's Layout (shards.go) writes each job where gq routes its id; a gq-worker
+    naming the logical queue serves every shard (the descriptor gq declared)."""
+    from gq.store.shards import declare, forget
+
+    plan = declare(direct, queue, 3)  # as gq's first producer or app of the queue does
+    try:
+        sent = [curlyq.produce_task(queue, "-task", "deliver", "-shards", "3")[0]
+                for _ in range(12)]  # fmt: skip
+        given = curlyq.produce_task(queue, "-task", "deliver", "-shards", "3", "-id", "go-7")[0]
+        for job_id in [*sent, given]:
+            holders = [s for s in plan.queues if direct.hexists(QueueKeys(s).data, job_id)]
+            assert holders == [plan.for_id(job_id)], job_id
+        assert len({plan.for_id(job_id) for job_id in sent}) > 1  # spread, not one shard
+        env = env_for(server.url, None, GQ_TEST_TASK_QUEUE=queue)
+        with open(tmp_path / "gq-worker.log", "wb") as log:
+            command = [*WORKER, APP, "--stats-interval", "0", "--poller-poll-duration", "1"]
+            proc = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            wanted = {*sent, given}
+            wait_until(lambda: wanted <= {r["id"] for r in runs(direct, queue)}, 30,
+                       message="the gq worker ran every Go job")  # fmt: skip
+        finally:
+            stop_process(proc)
+        assert all((r["args"], r["kwargs"]) == (GO_ARGS, GO_KWARGS)
+                   for r in runs(direct, queue))  # fmt: skip
+    finally:
+        for shard in plan.queues:
+            for key in direct.scan_iter(f"{shard}*"):
+                direct.delete(key)
+        forget(direct, queue)

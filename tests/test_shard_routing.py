@@ -28,6 +28,17 @@ def test_the_routing_function_is_crc32_of_the_key_modulo_the_shards() -> None:
     assert [shard_index(str(i), 1) for i in range(20)] == [0] * 20
 
 
+def test_the_vectors_go_gqtask_checks_too() -> None:
+    """go/gqtask/shards_test.go pins the same figures: the two sides agree."""
+    assert shard_index("émile", 5) == 3 and shard_index(UUID, 8) == 5
+    assert layout("emails", 3).queues == ("{emails~0~2}", "{emails~1~0}", "{emails~2~2}")
+    assert layout("emails", 8).queues == (
+        "{emails~0~2}", "{emails~1~43}", "{emails~2~43}", "{emails~3~2}", "{emails~4~42}",
+        "{emails~5~2}", "{emails~6~2}", "{emails~7~42}",
+    )  # fmt: skip
+    assert layout("emails", 8).for_id(f"{UUID}.3") == "{emails~5~2}"
+
+
 def test_a_workflow_job_routes_by_its_workflows_id() -> None:
     assert route_key(f"{UUID}.0") == UUID
     assert route_key(f"{UUID}.then") == UUID

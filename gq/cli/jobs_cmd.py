@@ -205,19 +205,19 @@ def dead_retry(args: argparse.Namespace, queue: Queue) -> int:
             [(job_id, reset_attempts(message)) for job_id, message in zip(ids, messages)]
         )
 
-    return _apply(args, rq, retry, "dead", "retried")
+    return _apply(args, queue, retry, "dead", "retried")
 
 
 def dead_delete(args: argparse.Namespace, queue: Queue) -> int:
-    return _apply(args, queue.store, queue.store.delete_dead, "dead", "deleted")
+    return _apply(args, queue, queue.store.delete_dead, "dead", "deleted")
 
 
 def scheduled_delete(args: argparse.Namespace, queue: Queue) -> int:
-    return _apply(args, queue.store, queue.store.delete_scheduled, "scheduled", "deleted")
+    return _apply(args, queue, queue.store.delete_scheduled, "scheduled", "deleted")
 
 
 def scheduled_run(args: argparse.Namespace, queue: Queue) -> int:
-    return _apply(args, queue.store, queue.store.run_scheduled, "scheduled", "queued")
+    return _apply(args, queue, queue.store.run_scheduled, "scheduled", "queued")
 
 
 # What each action's past tense is the past of (bulk_cmd.by_filter's verbs).
@@ -226,7 +226,7 @@ _VERBS = {"retried": "retry", "deleted": "delete", "queued": "run"}
 
 def _apply(
     args: argparse.Namespace,
-    rq: QueueAdmin,
+    queue: Queue,
     operation: Operation,
     state: str,
     verb: str,
@@ -234,12 +234,12 @@ def _apply(
     """Run ``operation`` on the given ids, with --all on every job of the set, or on the
     jobs the filter flags match (gq/cli/bulk_cmd.py); --dry-run counts, with filters or
     --all."""
+    rq = queue.store
     filtered = bulk_cmd.filtered(args)
     if filtered or args.dry_run:
         if args.ids or args.all == filtered:
             raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them); "
                            "--dry-run counts with --all or filters")  # fmt: skip
-        queue = Queue(rq.keys.name, client=rq.client)
         return bulk_cmd.by_filter(args, queue, state, _VERBS[verb])
     if args.all == bool(args.ids):
         raise CliError(EXIT_USAGE, "give job ids or --all, or filter flags (one of them)")

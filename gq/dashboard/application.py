@@ -38,6 +38,7 @@ from gq.errors import ConfigurationError
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.queue import Queue
 from gq.store.admin import registered_queues
+from gq.store.shards import declared, fold
 from gq.version import __version__
 
 log = logging.getLogger("gq.dashboard")
@@ -165,7 +166,7 @@ class Dashboard:
 
     def queue_names(self) -> list[str]:
         """Queues named on the command line, then those in the registry (no KEYS)."""
-        registered = registered_queues(self.client)
+        registered = fold(self.client, registered_queues(self.client))
         return [*self.explicit, *(name for name in registered if name not in self.explicit)]
 
     def queue(self, name: str) -> Queue:
@@ -190,8 +191,8 @@ class Dashboard:
         return [rq for rq in found if rq is not None]
 
     def _handle(self, name: str) -> Queue | None:
-        try:
-            return Queue(name, client=self.client)
+        try:  # a sharded queue's handle by its descriptor (gq/store/shards.py)
+            return Queue(name, client=self.client, shards=declared(self.client, [name]).get(name))
         except ConfigurationError:
             return None
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from gq import job as jobs
-from gq.queue import consumer_report, flow_report, snapshot
+from gq.queue import consumer_report, flow_report, snapshot, stats
+from gq.sharded import ShardedAdmin, merged_consumers, merged_groups, merged_stats
 from gq.store.admin import Entry, QueueAdmin
 from gq.tasks import groups as group_view
 from gq.tasks.describe import TaskView, describe
@@ -45,28 +46,65 @@ CONSUMER_FIELDS = ("id", "state", "alive", "silent", "silent_for", "in_flight", 
 
 def summary(rq: QueueAdmin, consumer_timeout: float) -> dict[str, Any]:
     """Counts by state, consumers alive and dead, and how long the next job has waited
-    (``gq stats``' numbers, gq.queue.snapshot), with the queue's name and the server time."""
+    (``gq stats``' numbers, gq.queue.snapshot), with the queue's name and the server time.
+    A sharded queue's are summed over its shards, and ``shards`` has a row per shard."""
+    admins = shard_admins(rq)
+    if admins:
+        return _sharded_summary(rq, admins, consumer_timeout)
     report, now = snapshot(rq, consumer_timeout)
     return {"name": rq.keys.name, **report, "now": now}
 
 
+def _sharded_summary(rq: QueueAdmin, admins: list[QueueAdmin],
+                     consumer_timeout: float) -> dict[str, Any]:  # fmt: skip
+    reports = [stats(admin, consumer_timeout) for admin in admins]
+    every = merged_consumers([consumer_report(admin, consumer_timeout) for admin in admins])
+    merged = merged_stats(rq.keys.name, reports, every)
+    del merged["per_shard"]
+    rows = [{**{field: r[field] for field in SHARD_FIELDS}, "name": r["queue"]} for r in reports]
+    return {**merged, "name": rq.keys.name, "now": rq.server_time(), "shards": rows}
+
+
+#: The columns of the queue page's table of a sharded queue's shards.
+SHARD_FIELDS = ("ready", "scheduled", "dead", "grouped", "in_flight", "paused")
+
+
+def shard_admins(rq: QueueAdmin) -> list[QueueAdmin]:
+    """A sharded queue's shards (gq/sharded.py); none for a plain queue."""
+    return list(rq.by_name.values()) if isinstance(rq, ShardedAdmin) else []
+
+
 def flow(rq: QueueAdmin) -> dict[str, Any]:
     """Paused, the limits, the jobs held now and the seconds a RateLimited holds the queue
-    back: the fields ``gq stats --json`` shows (gq.queue.flow_report)."""
-    return flow_report(rq.flow())
+    back: the fields ``gq stats --json`` shows (gq.queue.flow_report). A sharded queue is
+    paused when every shard is (``paused_shards`` says how many are), its held summed."""
+    admins = shard_admins(rq)
+    if not admins:
+        return flow_report(rq.flow())
+    reports = [flow_report(admin.flow()) for admin in admins]
+    paused = sum(1 for report in reports if report["paused"])
+    return {**reports[0], "paused": paused == len(reports), "paused_shards": paused,
+            "held": sum(report["held"] for report in reports),
+            "held_back_seconds": max(r["held_back_seconds"] for r in reports)}  # fmt: skip
 
 
 def groups(rq: QueueAdmin) -> dict[str, Any]:
     """The busiest groups and every group's limits: what ``gq stats --json`` shows under
-    "groups" (gq.tasks.groups.report)."""
-    return group_view.report(rq)
+    "groups" (gq.tasks.groups.report); over a sharded queue's shards, merged."""
+    admins = shard_admins(rq)
+    if not admins:
+        return group_view.report(rq)
+    return merged_groups([group_view.report(admin) for admin in admins], group_view.BUSIEST)
 
 
 def consumers(rq: QueueAdmin, consumer_timeout: float) -> list[dict[str, Any]]:
     """Every registered consumer, newest first, as gq.queue.consumer_report tells it (its
     state, how long it has been silent, when its jobs in flight may be recovered), with its
-    facts cleaned (``reported`` False when it wrote none)."""
-    return [_consumer(entry) for entry in reversed(consumer_report(rq, consumer_timeout))]
+    facts cleaned (``reported`` False when it wrote none); a sharded queue's each once."""
+    admins = shard_admins(rq)
+    entries = (merged_consumers([consumer_report(admin, consumer_timeout) for admin in admins])
+               if admins else consumer_report(rq, consumer_timeout))  # fmt: skip
+    return [_consumer(entry) for entry in reversed(entries)]
 
 
 def _consumer(entry: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +131,10 @@ def _typed(value: Any, types: tuple[type, ...]) -> Any:
 def history(rq: QueueAdmin, minutes: int) -> list[dict[str, int]]:
     """Per minute: jobs done, retried, and dead (failed for good); "failed" is every
     failed attempt, retries included, as the history has always counted it."""
-    points = rq.history(rq.server_time(), minutes)
+    now = rq.server_time()
+    every = [admin.history(now, minutes) for admin in shard_admins(rq) or [rq]]
+    points = [(rows[0][0], *(sum(row[i] for row in rows) for i in (1, 2, 3)))
+              for rows in zip(*every)]  # fmt: skip
     return [
         {"minute": m, "done": done, "failed": failed, "retried": retried,
          "dead": max(0, failed - retried)}

@@ -70,6 +70,7 @@ def queue(d: Site, request: Request, name: str) -> Response:
         chart=chart.throughput(model.history(rq, 60)),
         message=_message(request),
         results=results_pages.recent(rq),
+        show_shards=request.arg("shards") == "1",  # a sharded queue's table of its shards
     )
 
 

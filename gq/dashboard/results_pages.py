@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gq.dashboard import model
 from gq.dashboard.http import HTTPError, Request, Response
+from gq.sharded import ShardedQueue
 from gq.store.admin import QueueAdmin
 from gq.tasks.describe import _Texts
 from gq.tasks.jobview import job_view, recent_results
@@ -23,15 +24,16 @@ _SHOWN = ("group", "due", "since", "finished", "error", "attempt", "task", "valu
 
 
 def job(d: Site, request: Request, name: str) -> Response:
-    rq = d.queue(name).store
+    queue = d.queue(name)
     job_id = request.arg("id") or ""
+    rq = queue.shard_of(job_id).store if isinstance(queue, ShardedQueue) and job_id else queue.store
     outcome = job_view(rq, job_id) if job_id else {"status": "missing"}
     if outcome["status"] == "missing":
         raise HTTPError(404, "No such job (it may have run without keeping a result, or "
                              "been deleted).")  # fmt: skip
     [message] = rq.messages([job_id])
     row = model.job_detail(job_id, message) if message is not None else None
-    return d.render(request, "job.html", queue=model.summary(rq, d.consumer_timeout),
+    return d.render(request, "job.html", queue=model.summary(queue.store, d.consumer_timeout),
                     job=row, outcome=shown(outcome, job_id))  # fmt: skip
 
 
@@ -50,9 +52,16 @@ def recent(rq: QueueAdmin) -> list[dict[str, Any]]:
     """The queue page's most recent finished jobs that kept a result."""
     texts = _Texts(model.VALUE_CHARS)
     rows = []
-    for entry in recent_results(rq, RECENT):
+    for entry in _recent(rq):
         error = entry.get("error")
         value = error if error is not None else texts.shown(entry.get("value"))
         rows.append({"id": entry["id"], "task": entry.get("task") or "", "status": entry["status"],
                      "at": entry.get("at"), "outcome": texts.cut(str(value))})  # fmt: skip
     return rows
+
+
+def _recent(rq: QueueAdmin) -> list[dict[str, Any]]:
+    """The most recent results, newest first; a sharded queue's of all its shards."""
+    admins = model.shard_admins(rq) or [rq]
+    every = [entry for admin in admins for entry in recent_results(admin, RECENT)]
+    return sorted(every, key=lambda entry: -(entry.get("at") or 0.0))[:RECENT]

@@ -19,6 +19,7 @@ chosen by its slot so that the shards spread over a Cluster's masters.
 from __future__ import annotations
 
 import functools
+import re
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -119,18 +120,38 @@ def declare(client: Any, name: str, shards: int) -> Layout:
     any other count is refused (``ConfigurationError``)."""
     key = sharded_key(name)
     if client.hsetnx(key, "shards", str(shards)):
-        mapping = {"queues": " ".join(layout(name, shards).queues), "version": VERSION,
-                   "routing": ROUTING}  # fmt: skip
-        client.hset(key, mapping=mapping)
+        client.hset(key, mapping=descriptor(layout(name, shards)))
         return layout(name, shards)
     stored, history = (as_text(v or b"") for v in client.hmget(key, ["shards", "history"]))
+    return layout(name, held_count(name, shards, stored, history))
+
+
+async def adeclare(client: Any, name: str, shards: int) -> Layout:
+    """``declare`` on a ``redis.asyncio`` client (gq.aio's producers)."""
+    key = sharded_key(name)
+    if await client.hsetnx(key, "shards", str(shards)):
+        await client.hset(key, mapping=descriptor(layout(name, shards)))
+        return layout(name, shards)
+    found = await client.hmget(key, ["shards", "history"])
+    stored, history = (as_text(v or b"") for v in found)
+    return layout(name, held_count(name, shards, stored, history))
+
+
+def held_count(name: str, shards: int, stored: str, history: str) -> int:
+    """The count Redis holds (``stored``), when ``shards`` is it or a count the queue had
+    before a reshard (``history``, gq/store/reshard.py); else ``ConfigurationError``."""
     if stored != str(shards) and str(shards) not in history.split():
         raise ConfigurationError(
-            f"queue {name!r} has {stored} shards in Redis ({key}), not {shards}: "
-            "every producer and worker must give the same count (or reshard it: gq "
-            "shards --queue NAME --reshard COUNT)"
+            f"queue {name!r} has {stored} shards in Redis ({sharded_key(name)}), not "
+            f"{shards}: every producer and worker must give the same count (or reshard it: "
+            "gq shards --queue NAME --reshard COUNT)"
         )
-    return layout(name, int(stored))
+    return int(stored)
+
+
+def descriptor(plan: Layout) -> dict[str, str]:
+    """The descriptor's fields besides the count."""
+    return {"queues": " ".join(plan.queues), "version": VERSION, "routing": ROUTING}
 
 
 def declared(client: Any, names: Iterable[str]) -> dict[str, int]:
@@ -149,3 +170,17 @@ def declared(client: Any, names: Iterable[str]) -> dict[str, int]:
 def forget(client: Any, name: str) -> None:
     """Delete ``name``'s descriptor (tests, and an operator who removed the queue)."""
     client.delete(sharded_key(name))
+
+
+_SHARD_NAME = re.compile(r"^\{(.+)~[0-9]+~[0-9]+\}$")
+
+
+def fold(client: Any, names: Iterable[str]) -> list[str]:
+    """Queue names (the registry's, where workers register each shard) with the shards of
+    a declared sharded queue replaced by its logical name, in order, each once."""
+    names = list(names)
+    logical = {n: m.group(1) for n in names for m in [_SHARD_NAME.fullmatch(n)] if m}
+    sharded = declared(client, dict.fromkeys(logical.values()))
+    return list(dict.fromkeys(
+        logical[n] if logical.get(n) in sharded else n for n in names
+    ))  # fmt: skip

@@ -300,12 +300,7 @@ class App:
     async def _aenqueue(self, call: Call[Any, Any], calls: Iterable[Any]) -> list[Result[Any]]:
         hooks = self.hooks.enqueueing(call.queue, call.task.name)
         try:
-            batch = enqueuer.Batch(call, list(calls), time.time, hooks)
-            if self.eager is not None:
-                results = self.eager(batch)
-            else:
-                core = self._store_core(call)
-                results = await enqueuer.awrite(self._astore(call.queue), core, batch)
+            results = await self._awrite(call, list(calls), hooks)
         except BaseException as exc:
             if hooks is not None:
                 hooks.close(exc)
@@ -314,26 +309,40 @@ class App:
             hooks.close(None)
         return results
 
+    async def _awrite(self, call: Call[Any, Any], calls: list[Any],
+                      hooks: EnqueueRun | None) -> list[Result[Any]]:  # fmt: skip
+        """``_write`` awaited: a sharded queue's jobs routed as there (gq/tasks/sharding.py)."""
+        if self.eager is not None:
+            return self.eager(enqueuer.Batch(call, calls, time.time, hooks))
+        plan = await self.sharding.aplan(call.queue, self._async_client())
+        batch = enqueuer.Batch(call, calls, time.time, hooks, self.sharding.minter(call.queue))
+        core = self._store_core(call)
+        if plan is None:
+            return await enqueuer.awrite(self._astore(call.queue), core, batch)
+        parts = [(self._astore(name), where) for name, where in parts_of(batch, plan)]
+        return await enqueuer.awrite_parts(parts, core, batch)
+
     def _store_core(self, call: Call[Any, Any]) -> ProducerCore:
         return ProducerCore(call.queue, self.max_message_bytes)
 
     def _astore(self, queue: str) -> AsyncRedisQueue:
         store = self._astores.get(queue)
         if store is None:
-            from gq.aio import client_from_url
             from gq.store.aio import AsyncRedisQueue
 
-            if queue in self.sharding.counts:
-                raise ConfigurationError(f"aenqueue to sharded queue {queue!r} is not built "
-                                         "yet: use enqueue (off the event loop)")  # fmt: skip
-            if self._aclient is None and self.url is None:
-                raise ConfigurationError(
-                    "aenqueue needs gq.App(url=...) or aclient= (a redis.asyncio client)"
-                )
-            if self._aclient is None:
-                self._aclient = client_from_url(self.url)
-            store = self._astores[queue] = AsyncRedisQueue(self._aclient, queue)
+            store = self._astores[queue] = AsyncRedisQueue(self._async_client(), queue)
         return store
+
+    def _async_client(self) -> Any:
+        if self._aclient is None and self.url is None:
+            raise ConfigurationError(
+                "aenqueue needs gq.App(url=...) or aclient= (a redis.asyncio client)"
+            )
+        if self._aclient is None:
+            from gq.aio import client_from_url
+
+            self._aclient = client_from_url(self.url)
+        return self._aclient
 
     # -- results (SPEC section 16) -----------------------------------------------------
 

@@ -163,12 +163,18 @@ def write_parts(
     """Store a built batch over several queues (a sharded queue's: ``parts`` names each
     with the positions of its jobs); its Results, in the batch's order."""
     replies: list[bool | str] = [False] * len(batch.jobs)
-    batch.queues = [batch.call.queue] * len(batch.jobs)
+    queues = batch.queues = [batch.call.queue] * len(batch.jobs)
     for queue, where in parts:
-        for position, reply in zip(where, store(queue, core, batch.part(where))):
-            replies[position] = reply
-            batch.queues[position] = queue.keys.name
+        _place(queues, replies, where, store(queue, core, batch.part(where)), queue.keys.name)
     return batch.results(replies)
+
+
+def _place(queues: list[str], replies: list[bool | str], where: Sequence[int],
+           got: Sequence[bool | str], queue: str) -> None:  # fmt: skip
+    """A part's replies at their positions in the batch, with the shard they went to."""
+    for position, reply in zip(where, got):
+        replies[position] = reply
+        queues[position] = queue
 
 
 def store(queue: TaskQueue, core: ProducerCore, batch: Batch) -> list[bool | str]:
@@ -189,14 +195,30 @@ async def awrite(queue: AsyncRedisQueue, core: ProducerCore, batch: Batch) -> li
     """``write``, awaited on a ``redis.asyncio`` client."""
     if not batch.jobs:
         return []
+    return batch.results(await astore(queue, core, batch))
+
+
+async def awrite_parts(
+    parts: Sequence[tuple[AsyncRedisQueue, Sequence[int]]], core: ProducerCore, batch: Batch
+) -> list[Result[Any]]:
+    """``write_parts``, awaited: a sharded queue's batch over its shards."""
+    replies: list[bool | str] = [False] * len(batch.jobs)
+    queues = batch.queues = [batch.call.queue] * len(batch.jobs)
+    for queue, where in parts:
+        got = await astore(queue, core, batch.part(where))
+        _place(queues, replies, where, got, queue.keys.name)
+    return batch.results(replies)
+
+
+async def astore(queue: AsyncRedisQueue, core: ProducerCore, batch: Batch) -> list[bool | str]:
+    """``store``, awaited."""
     messages = batch.messages(core)
     if batch.groups:
-        return batch.results(await queue.push_group(batch.mode, batch.group_entries(messages)))
+        return list(await queue.push_group(batch.mode, batch.group_entries(messages)))
     if batch.locks[0] is not None:
-        entries = batch.unique_entries(messages)
-        return batch.results(await queue.push_unique(entries, batch.mode))
+        return list(await queue.push_unique(batch.unique_entries(messages), batch.mode))
     ids = [job.id for job in batch.jobs]
     if batch.mode == "now":
-        return batch.results(await queue.push(list(zip(ids, messages))))
+        return list(await queue.push(list(zip(ids, messages))))
     entries = [(id_, message, batch.at) for id_, message in zip(ids, messages)]
-    return batch.results(await queue.schedule(entries, relative=batch.mode == "after"))
+    return list(await queue.schedule(entries, relative=batch.mode == "after"))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from gq.errors import ConfigurationError
 from gq.store.reshard import REFRESH as RESHARD_REFRESH
 from gq.store.reshard import serving
-from gq.store.shards import Layout, check_shards, declare, positions, route_key
+from gq.store.shards import Layout, adeclare, check_shards, declare, positions, route_key
 from gq.tasks.ids import new_id
 
 if TYPE_CHECKING:
@@ -53,6 +53,13 @@ class Sharding:
         if (plan is None or stale) and queue in self.counts:
             plan = self._plans[queue] = declare(self._client(), queue, self.counts[queue])
             self._until[queue] = time.monotonic() + RESHARD_REFRESH
+        return plan
+
+    async def aplan(self, queue: str, aclient: Any) -> Layout | None:
+        """``plan`` from asyncio code, declared through ``aclient`` (redis.asyncio)."""
+        plan = self._plans.get(queue)
+        if plan is None and queue in self.counts:
+            plan = self._plans[queue] = await adeclare(aclient, queue, self.counts[queue])
         return plan
 
     def home(self, queue: str) -> str:

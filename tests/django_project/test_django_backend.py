@@ -104,3 +104,22 @@ def test_a_valkey_url_in_options_is_read_as_the_redis_one(client: redis.Redis) -
         assert client.hexists("over-valkey:data", result.id)  # the same server and database
         found = task_backends["default"].get_result(result.id)
         assert (found.status, found.args) == (TaskResultStatus.READY, [2, 3])
+
+
+def test_shards_in_options_write_a_queue_s_jobs_to_its_shards(client: redis.Redis) -> None:
+    from django.tasks import TaskResultStatus, task_backends
+    from django.test import override_settings
+    from shop import tasks
+
+    from gq.store.shards import layout
+
+    sharded = {"BACKEND": "gq.contrib.django.GQBackend", "QUEUES": ["default", "emails"],
+               "OPTIONS": {**url_options(), "SHARDS": {"emails": 3}}}  # fmt: skip
+    with override_settings(TASKS={"default": sharded}):
+        assert task_backends["default"].app.sharding.counts == {"emails": 3}
+        results = [tasks.add.using(queue_name="emails").enqueue(i, 1) for i in range(30)]
+        on = {shard: client.hlen(f"{shard}:data") for shard in layout("emails", 3).queues}
+        assert sum(on.values()) == 30 and all(on.values()), on  # spread over the 3 shards
+        assert not client.exists("emails:data")
+        found = task_backends["default"].get_result(results[5].id)
+        assert (found.status, found.args) == (TaskResultStatus.READY, [5, 1])

@@ -10,8 +10,9 @@
 - Priorities are refused, as Django's contract says for a backend without them
   (``supports_priority = False``: ``InvalidTask`` for any priority but 0): gq's order is
   by queue (``gq_worker --queue high --queue low``, or weights), not per job.
-- ``OPTIONS``: ``url`` (else gq-worker's ``--url`` in the worker) and the gq task
-  options as app defaults (``retries``, ``timeout``, ``backoff``...); ``RESULT_TTL``
+- ``OPTIONS`` (gq/contrib/django/options.py): ``url`` (else gq-worker's ``--url`` in the
+  worker), ``SHARDS`` (sharded queues: ``{"emails": 8}``) and the gq task options as app
+  defaults (``retries``, ``timeout``, ``backoff``...); ``RESULT_TTL``
   (``DEFAULT_RESULT_TTL`` unless given) is how long gq keeps a job's outcome, which is
   what ``get_result`` reads: 0 keeps none, and then ``supports_get_result`` is False.
 """
@@ -33,6 +34,7 @@ from django.utils import timezone
 from django.utils.json import normalize_json
 
 import gq
+from gq.contrib.django import options as options_
 from gq.contrib.django import results
 from gq.errors import ConfigurationError
 from gq.tasks.ids import id_time
@@ -43,9 +45,7 @@ from gq.tasks.ids import id_time
 #: ``setting_changed`` makes new backends) has the app of its own settings.
 _APPS: dict[tuple[str, str], gq.App] = {}
 
-#: Seconds an outcome is kept when OPTIONS has no RESULT_TTL: Django's API reads results
-#: by id (``get_result``, ``refresh``), so they are kept unless the settings say not to.
-DEFAULT_RESULT_TTL = 86400.0
+DEFAULT_RESULT_TTL = options_.DEFAULT_RESULT_TTL
 
 
 #: gq's task options a Django ``@task(...)`` of a GQBackend takes (Django 6.1's
@@ -142,11 +142,8 @@ def app_for(alias: str, options: dict[str, Any], queue: str) -> gq.App:
     key = (alias, repr((sorted(options.items()), queue)))
     app = _APPS.get(key)
     if app is None:
-        defaults = {key.lower(): value for key, value in options.items()}
-        defaults.setdefault("result_ttl", DEFAULT_RESULT_TTL)
-        url = defaults.pop("url", None)
         try:
-            app = _APPS[key] = gq.App(url=url, queue=queue, **defaults)
+            app = _APPS[key] = gq.App(**options_.app_arguments(options, queue))
         except (ConfigurationError, TypeError) as exc:
             raise ImproperlyConfigured(f"TASKS[{alias!r}]['OPTIONS']: {exc}") from exc
     return app

@@ -46,7 +46,10 @@ def read(app: gq.App, alias: str, queues: list[str] | None, result_id: str) -> T
     when none does, or when it is no Django task's job."""
     names = queues or app.known_queues()
     client = app._store(app.queue)[0].client
-    found = names[0] if len(names) == 1 else locate(client, result_id, names)
+    sharded = any(name in app.sharding.counts for name in names)
+    # A sharded queue's job is on one of its shards: its id's, else (a grouped job) any.
+    found = (app.sharding.locate(client, result_id, names) if sharded
+             else names[0] if len(names) == 1 else locate(client, result_id, names))  # fmt: skip
     view = None if found is None else job_view(app._store(found)[0], result_id)
     if view is None or view["status"] == "missing":
         raise TaskResultDoesNotExist(

@@ -2,12 +2,13 @@
 // interop tests.
 //
 //	taskproducer -addr 127.0.0.1:6379 -queue Q -task NAME [-id ID] [-retries N]
-//	             [-timeout D] [-expired]
+//	             [-timeout D] [-expired] [-shards N]
 //
 // The task "deliver" gets deliver("https://example.com/hook", {"event": "paid", "items":
 // [1, 2.5, nil, true], "nested": {"deep": {"x": "y"}}}, tenant="acme", blob=\x00\x01\xff,
 // when=2026-12-01T12:00:00.5Z) and the header traceparent; other tasks get no arguments.
-// -expired sets the expiry an hour ago. Prints the job's id and its Data in hex.
+// -expired sets the expiry an hour ago. -shards N writes to the shard of sharded queue Q
+// that the job's id routes to (gqtask.Layout). Prints the job's id and its Data in hex.
 package main
 
 import (
@@ -29,6 +30,7 @@ func main() {
 	retries := flag.Int("retries", -1, "opts retries (-1: unset)")
 	timeout := flag.Duration("timeout", 0, "opts timeout (0: unset)")
 	expired := flag.Bool("expired", false, "opts expires an hour ago")
+	shards := flag.Int("shards", 0, "the shards of sharded queue Q (0: Q is a plain queue)")
 	flag.Parse()
 
 	task := gqtask.Task{Name: *name, Opts: gqtask.Options{Timeout: *timeout}}
@@ -54,7 +56,17 @@ func main() {
 		fail(err)
 	}
 	job.ID = *id
-	producer := curlyq.NewProducer(&curlyq.ProducerOpts{Address: *addr, Queue: *queue})
+	target := *queue
+	if *shards > 0 {
+		layout, err := gqtask.NewLayout(*queue, *shards)
+		if err != nil {
+			fail(err)
+		}
+		if target, err = layout.Route(&job); err != nil {
+			fail(err)
+		}
+	}
+	producer := curlyq.NewProducer(&curlyq.ProducerOpts{Address: *addr, Queue: target})
 	jobID, err := producer.Perform(job)
 	if err != nil {
 		fail(err)
