@@ -13,9 +13,13 @@ balancer moves to the demand (gq/store/shard_limits.py, gq/worker/shard_limits.p
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from typing import Any
 
+from gq import events as job_events
 from gq.errors import ConfigurationError
+from gq.history import HistoryPage
+from gq.jobfilter import JobFilter
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.queue import UNCHANGED, Queue, Rate, flow_report
 from gq.queue import _limit_changes as limit_changes
@@ -91,6 +95,39 @@ class ShardedQueue(ShardedJobs, Queue):
         wide = queue_limits(self.shards[0].client, self.name)
         rate = None if wide.rate is None or wide.period is None else (wide.rate, wide.period / 1000)
         return {"rate": rate, "concurrency": wide.concurrency}
+
+    def enable_events(self, maxlen: int = job_events.DEFAULT_MAXLEN) -> None:
+        """Every shard writes its own job events from now on, about ``maxlen`` kept each
+        (a stream lives in its shard's slot: read them shard by shard)."""
+        for shard in self.shards:
+            shard.enable_events(maxlen)
+
+    def disable_events(self) -> None:
+        for shard in self.shards:
+            shard.disable_events()
+
+    def events(self, since: str | None = None, *, block: float | None = None,
+               count: int = job_events.DEFAULT_COUNT) -> Iterator[job_events.Event]:  # fmt: skip
+        """Refused: each shard keeps its own stream (``ConfigurationError`` naming them)."""
+        raise ConfigurationError(self.per_shard("its job events"))
+
+    def history(
+        self, filter: JobFilter | None = None, *, limit: int = 50, cursor: str | None = None
+    ) -> HistoryPage:
+        """Refused: each shard keeps its own history (``ConfigurationError`` naming them)."""
+        raise ConfigurationError(self.per_shard("its history of finished jobs"))
+
+    def history_settings(
+        self, history_max: int | None = None, history_ttl: float | None = None
+    ) -> tuple[int, float]:
+        """The history's bounds, set on every shard (each keeps its own history)."""
+        found = [shard.history_settings(history_max, history_ttl) for shard in self.shards]
+        return found[0]
+
+    def per_shard(self, what: str) -> str:
+        """Why ``what`` is read shard by shard, and the shards to name."""
+        return (f"queue {self.name!r} is sharded, and each shard keeps {what} in its own "
+                f"slot: name one of its shards ({', '.join(self.layout.queues)})")
 
     def set_group_limits(self, concurrency: int | None = UNCHANGED, rate: Rate | None = UNCHANGED,
                          group: str | None = None) -> None:  # fmt: skip

@@ -15,6 +15,7 @@ import gevent
 import pytest
 
 import gq
+from gq import events as job_events
 from gq.store.shards import forget, layout
 from tests.cli_support import ADMIN, Worker, env_for, run
 from tests.helpers import RedisServer, delete_keys, wait_until
@@ -294,3 +295,38 @@ def test_a_sharded_queue_works_on_a_single_redis_too(redis_server: RedisServer) 
     finally:
         delete_keys(client, f"{{{name}~*")
         forget(client, name)
+
+
+def test_events_go_on_for_every_shard_and_are_read_shard_by_shard(client: Any, name: str) -> None:
+    queue = gq.Queue(name, client=client, shards=3)
+    queue.enable_events(maxlen=1000)
+    gq.Producer(name, client=client, shards=3).perform_many([b"x"] * 30)
+    announced = [[e.event for e in shard.events(since="0")] for shard in queue.shards]
+    assert sum(len(events) for events in announced) == 30, announced
+    assert all(events and set(events) == {"enqueued"} for events in announced), announced
+    with pytest.raises(gq.ConfigurationError, match=f"name one of its shards .*{name}"):
+        list(queue.events(since="0"))
+    queue.disable_events()
+    gq.Producer(name, client=client, shards=3).perform_many([b"y"] * 9)
+    assert sum(len(list(shard.events(since="0"))) for shard in queue.shards) == 30
+
+
+def test_history_is_kept_per_shard_and_its_bounds_set_on_each(client: Any, name: str) -> None:
+    queue = gq.Queue(name, client=client, shards=3)
+    assert queue.history_settings(history_max=50, history_ttl=600) == (50, 600)
+    assert all(shard.history_settings() == (50, 600) for shard in queue.shards)
+    with pytest.raises(gq.ConfigurationError, match="each shard keeps its history"):
+        queue.history()
+
+
+def test_gq_events_and_history_name_the_shards_of_a_sharded_queue(cluster: Cluster, client: Any,
+                                                                  name: str) -> None:  # fmt: skip
+    gq.Producer(name, client=client, shards=3).perform(b"x")
+    env = env_for(cluster.url, None)
+    on = run(ADMIN, "events", "--queue", name, "--enable", env=env)
+    assert on.returncode == 0, on.stderr
+    assert all(job_events.maxlen(client, shard) > 0 for shard in layout(name, 3).queues)
+    for command in (["events", "--queue", name], ["history", "--queue", name]):
+        shown = run(ADMIN, *command, env=env)
+        assert shown.returncode == 2, shown
+        assert "is sharded" in shown.stderr and layout(name, 3).queues[0] in shown.stderr, shown

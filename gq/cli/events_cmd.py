@@ -51,6 +51,9 @@ def events(args: argparse.Namespace, queue: Queue) -> int:
     if args.since is not None and not _STREAM_ID.match(args.since):
         raise CliError(EXIT_USAGE, f"--since {args.since!r} is not a stream id (e.g. "
                        "1733320000000-0, as the events print it)")  # fmt: skip
+    per_shard = getattr(queue, "per_shard", None)  # (a sharded queue: gq.sharded)
+    if per_shard is not None:
+        raise CliError(EXIT_USAGE, per_shard("its job events"))
     kept = queue.client.exists(queue.store.keys.events)
     on = job_events.maxlen(queue.client, queue.name)
     if not kept and not on and not queue.store.exists():
