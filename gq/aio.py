@@ -10,6 +10,7 @@ Nothing here needs gevent: it works in a plain, unpatched process.
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -38,6 +39,7 @@ from gq.store.connection import (
     embedded_server,
     redact_url,
 )
+from gq.store.reshard import REFRESH as RESHARD_REFRESH
 from gq.store.shards import Layout, adeclare, check_shards, layout, positions
 
 __all__ = ["Producer", "client_from_url"]
@@ -74,6 +76,7 @@ class Producer(ProducerCore):
         self._owns_client = client is None
         self._shards = None if shards is None else check_shards(self.queue, shards)
         self._plan: Layout | None = None  # declared in Redis at the first write
+        self._plan_until = 0.0  # when to look at Redis's layout again (a reshard moves it)
         first = queue if self._shards is None else layout(queue, self._shards).queues[0]
         self._queue = AsyncRedisQueue(client if client is not None else client_from_url(url), first)
         self._queues = {first: self._queue}
@@ -83,9 +86,11 @@ class Producer(ProducerCore):
         routing: a sharded queue's shard by id, gq/store/shards.py)."""
         if self._shards is None:
             return [(self._queue, list(range(len(job_ids))))]
-        if self._plan is None:
-            self._plan = await adeclare(self._queue.client, self.queue, self._shards)
-        parts = positions([self._plan.for_id(job_id) for job_id in job_ids])
+        plan = self._plan
+        if plan is None or time.monotonic() >= self._plan_until:  # as gq.Producer does
+            plan = self._plan = await adeclare(self._queue.client, self.queue, self._shards)
+            self._plan_until = time.monotonic() + RESHARD_REFRESH
+        parts = positions([plan.for_id(job_id) for job_id in job_ids])
         return [(self._shard(name), where) for name, where in parts.items()]
 
     def _shard(self, name: str) -> AsyncRedisQueue:

@@ -15,8 +15,9 @@ import pytest
 
 import gq
 import gq.aio
+import gq.tasks.sharding
 from gq.store.shards import layout
-from tests.helpers import wait_until
+from tests.helpers import delete_keys, wait_until
 from tests.test_shards import FAST, client, cluster, name, stop  # noqa: F401  (fixtures)
 from tests.topologies import Cluster
 
@@ -81,3 +82,35 @@ def test_aenqueue_routes_by_id_and_by_group_and_a_worker_runs_the_jobs(
         stop(consumer, greenlet)
     assert sorted(done) == [-1] * 6 + list(range(9)) + list(range(100, 106))
     assert results[0].get(timeout=5) == 0
+
+
+def test_asyncio_producers_follow_a_reshard(cluster: Cluster, client: Any, name: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """After a reshard 3 -> 6, gq.aio.Producer and task.aenqueue write to the new layout
+    (as gq.Producer does), so no job goes to a shard that is retired once drained."""
+    monkeypatch.setattr(gq.aio, "RESHARD_REFRESH", 0.0, raising=False)  # (Redis each write)
+    monkeypatch.setattr(gq.tasks.sharding, "RESHARD_REFRESH", 0.0, raising=False)
+    app = gq.App(cluster.url, queue=name, shards={name: 3})
+
+    @app.task(queue=name)
+    def work(x: int) -> None:
+        pass
+
+    async def produce() -> list[str]:
+        async with gq.aio.Producer(name, url=cluster.url, shards=3) as producer:
+            await producer.perform(gq.Job(id="before", data=b""))
+            await work.aenqueue(-1)
+            gq.Queue(name, client=client, shards=3).reshard(6)
+            jobs = [gq.Job(id=f"after-{i}", data=b"") for i in range(12)]
+            ids = await producer.perform_many(jobs)
+            return ids + [(await work.aenqueue(i)).id for i in range(12)]
+
+    try:
+        ids = asyncio.run(produce())
+        new = layout(name, 6)
+        for job_id in ids:
+            assert client.hexists(f"{new.for_id(job_id)}:data", job_id), job_id
+    finally:
+        for shard in layout(name, 6).queues:
+            for node in client.get_primaries():
+                delete_keys(node.redis_connection, f"{shard}*")

@@ -58,8 +58,10 @@ class Sharding:
     async def aplan(self, queue: str, aclient: Any) -> Layout | None:
         """``plan`` from asyncio code, declared through ``aclient`` (redis.asyncio)."""
         plan = self._plans.get(queue)
-        if plan is None and queue in self.counts:
+        stale = self._until.get(queue, 0.0) <= time.monotonic()  # a reshard may move it
+        if (plan is None or stale) and queue in self.counts:
             plan = self._plans[queue] = await adeclare(aclient, queue, self.counts[queue])
+            self._until[queue] = time.monotonic() + RESHARD_REFRESH
         return plan
 
     def home(self, queue: str) -> str:
