@@ -53,9 +53,36 @@ def found(browser: Any) -> list[str]:
     return [r.get_attribute("data-job") for r in browser.find_elements(By.CSS_SELECTOR, "tr.job")]
 
 
-def flash(browser: Any) -> str:
-    shown = wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, ".flash"), 10)
-    return str(shown[0].text)
+def page(browser: Any) -> Any:
+    """The page shown now (its <html>), to tell when a click has replaced it."""
+    return browser.find_element(By.TAG_NAME, "html")
+
+
+def follow(browser: Any, element: Any) -> None:
+    """Click a link or a form's button and wait until the next page has replaced this one."""
+    before = page(browser)
+    element.click()
+    wait_until(lambda: _stale(before), 10, message="the next page")
+
+
+def flash(browser: Any, before: Any) -> str:
+    """The flash message of the page that replaced `before`.
+
+    Read too early, the old page's flash (or its element, gone stale as the new page
+    arrives) would be read instead.
+    """
+    wait_until(lambda: _stale(before), 10, message="the next page")
+    return str(wait_until(lambda: _flash_text(browser), 10, message="a flash message"))
+
+
+def _flash_text(browser: Any) -> str | None:
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    try:
+        shown = browser.find_elements(By.CSS_SELECTOR, ".flash")
+        return str(shown[0].text) if shown else None
+    except StaleElementReferenceException:
+        return None
 
 
 def search(browser: Any, **fields: str) -> None:
@@ -125,8 +152,9 @@ def test_retry_two_of_three_dead_jobs_selected_in_the_page(
     assert not retry.is_enabled()  # nothing selected yet
     for job_id in (a, c):
         browser.find_element(By.CSS_SELECTOR, f'input[name="id"][value="{job_id}"]').click()
+    before = page(browser)
     retry.click()
-    assert flash(browser) == "2 job(s) queued again."
+    assert flash(browser, before) == "2 job(s) queued again."
     assert dead(jobs) == {b} and sorted(jobs.active()) == sorted([a, c])
     assert found(browser) == [b]  # back on the same search
     # No console error (a Content-Security-Policy violation would be one).
@@ -145,9 +173,10 @@ def test_all_matching_asks_first_and_acts_only_when_confirmed(
     assert "every dead job matching this filter" in alert.text
     alert.dismiss()
     assert dead(jobs) == broken | {fine}  # refused: nothing changed
+    before = page(browser)
     browser.find_element(By.CSS_SELECTOR, 'button[data-verb="delete:all"]').click()
     wait_until(lambda: _alert(browser), 10).accept()
-    assert flash(browser) == "4 job(s) deleted."  # all four, not the page's two
+    assert flash(browser, before) == "4 job(s) deleted."  # all four, not the page's two
     assert dead(jobs) == {fine}
 
 
@@ -186,24 +215,26 @@ def test_a_runtime_schedule_is_added_and_paused_from_its_page(
     jobs.ready("app.x")  # (the queue exists)
     queue = gq.Queue(jobs.q.keys.name, client=client)
     browser.get(f"{site}/queues/{jobs.q.keys.name}")
-    browser.find_element(By.LINK_TEXT, "Periodic").click()
+    follow(browser, browser.find_element(By.LINK_TEXT, "Periodic"))
     form = browser.find_element(By.ID, "add-schedule")
     for name, value in (("name", "digest"), ("task", "app.digest"), ("cron", "bad rule")):
         form.find_element(By.NAME, name).send_keys(value)
-    form.find_element(By.XPATH, ".//button[text()='Add']").click()
+    follow(browser, form.find_element(By.XPATH, ".//button[text()='Add']"))
     assert "bad cron rule" in browser.find_element(By.ID, "schedule-problem").text
     assert queue.periodic_schedules() == []
     cron = browser.find_element(By.NAME, "cron")
     cron.clear()
     cron.send_keys("*/5 * * * *")
     browser.find_element(By.NAME, "args").send_keys('["daily"]')
+    before = page(browser)
     browser.find_element(By.XPATH, "//form[@id='add-schedule']//button[text()='Add']").click()
-    assert flash(browser).startswith("Schedule added")
+    assert flash(browser, before).startswith("Schedule added")
     [schedule] = queue.periodic_schedules()
     assert (schedule.task, schedule.cron, schedule.args) == ("app.digest", "*/5 * * * *", ["daily"])
     row = browser.find_element(By.CSS_SELECTOR, 'tr[data-schedule="digest"]')
+    before = page(browser)
     row.find_element(By.CSS_SELECTOR, 'button[data-action="pause"]').click()
-    assert flash(browser) == "Schedule paused."
+    assert flash(browser, before) == "Schedule paused."
     assert queue.periodic_schedules()[0].paused
     state = browser.find_element(By.CSS_SELECTOR, 'tr[data-schedule="digest"] [data-field="state"]')
     assert state.text == "paused"
