@@ -36,7 +36,9 @@ class Event:
     """One job event: its stream ``id`` (``<server ms>-<seq>``: resume after it with
     ``since``), the ``event`` name, the job, its task ("" when not a task job), its
     attempts (None where the message did not say), the server ``time`` in unix seconds
-    and the ``extra`` fields (``error``, ``delay``, ``fraction``, ``note``)."""
+    and the ``extra`` fields (``error``, ``delay``, ``fraction``, ``note``). Read from a
+    sharded queue, it names its ``shard`` and the ``cursor`` to resume after it (its
+    ``id`` is its shard's stream id: gq/sharded_reads.py)."""
 
     id: str
     event: str
@@ -45,11 +47,20 @@ class Event:
     attempts: int | None
     time: float
     extra: dict[str, str] = field(default_factory=dict)
+    shard: str | None = None
+    cursor: str | None = None
+
+    @property
+    def since(self) -> str:
+        """The ``since`` that resumes after this event."""
+        return self.id if self.cursor is None else self.cursor
 
     def as_json(self) -> dict[str, Any]:
-        """The event as a JSON object (``gq events --json``)."""
+        """The event as a JSON object (``gq events --json``; a sharded queue's with its
+        ``shard`` and ``cursor``)."""
+        sharded = {} if self.shard is None else {"shard": self.shard, "cursor": self.cursor}
         return {"id": self.id, "event": self.event, "job_id": self.job_id, "task": self.task,
-                "attempts": self.attempts, "time": self.time, **self.extra}  # fmt: skip
+                "attempts": self.attempts, "time": self.time, **sharded, **self.extra}  # fmt: skip
 
 
 def parse(entry_id: Any, fields: dict[Any, Any]) -> Event:

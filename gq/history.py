@@ -55,6 +55,7 @@ class HistoryEntry:
     attempts: int | None  # runs, this one included
     error: str | None  # a dead job's last error, cut to ERROR_CHARS
     result_kept: bool  # gq job ID / the dashboard's result page has it
+    shard: str | None = None  # the shard it ended on, on a sharded queue's page
 
     @property
     def duration(self) -> float | None:
@@ -67,7 +68,9 @@ class HistoryEntry:
         return None if self.enqueued_at is None else max(0.0, self.finished_at - self.enqueued_at)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "duration": self.duration, "total": self.total}
+        """Its fields and durations (``shard`` only on a sharded queue's page)."""
+        shown = {k: v for k, v in self.__dict__.items() if k != "shard" or v is not None}
+        return {**shown, "duration": self.duration, "total": self.total}
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class HistoryPage:
     cursor: str | None
 
 
-class _Ended(Candidate):
+class Ended(Candidate):
     """A history entry as a JobFilter reads it: its age is its end."""
 
     ran = 1  # the run that ended, when its message does not count it yet
@@ -89,12 +92,12 @@ class _Ended(Candidate):
         return self.score
 
 
-def decode_member(member: bytes) -> _Ended:
+def decode_member(member: bytes) -> Ended:
     """The candidate of one stored entry (lib/history.lua's layout), its number set."""
     size = member[26] * 256 + member[27]
     job_id = member[28 : 28 + size].decode("utf-8", "surrogateescape")
     state = member[25:26]
-    found = _Ended(job_id, STATES.get(state, "done"), int(member[12:25]) / 1000,
+    found = Ended(job_id, STATES.get(state, "done"), int(member[12:25]) / 1000,
                    member[28 + size :] or None)  # fmt: skip
     found.number = int(member[:12], 16)
     found.ran = 0 if state in _COUNTED else 1
@@ -152,16 +155,25 @@ def page(queue: ScriptedQueue, jobfilter: JobFilter | None = None, limit: int = 
          cursor: str | None = None) -> HistoryPage:  # fmt: skip
     """Up to ``limit`` entries matching ``jobfilter``, newest first, from ``cursor``; a
     page reads at most SCAN_MAX entries (a narrow filter may return fewer with a cursor)."""
+    matched, wanted = scan(queue, jobfilter, limit, _wanted_number(cursor))
+    return HistoryPage(entries(queue, matched), None if wanted is None else str(wanted))
+
+
+def scan(queue: ScriptedQueue, jobfilter: JobFilter | None, limit: int,
+         wanted: int | None) -> tuple[list[Ended], int | None]:  # fmt: skip
+    """Up to ``limit`` stored entries matching ``jobfilter``, newest first, from entry
+    number ``wanted`` (None: the newest), and the number to go on from (None: the end).
+    A sharded queue's page merges the shards' scans (gq/sharded_reads.py)."""
     if limit < 1:
         raise ConfigurationError(f"a history page's limit must be at least 1, not {limit!r}")
     jobfilter = jobfilter or JobFilter()
     states_of(jobfilter)  # (a state outside the history is refused before any read)
-    wanted, index = _wanted_number(cursor), 0
+    index = 0
     written = int(queue.client.hget(queue.keys.finished_settings, "written") or 0)
     if wanted is not None:  # (entries written since only move it further: skipped below)
         index = max(0, written - 1 - wanted)
     now, read, client = queue.server_time(), 0, cast(Any, queue.client)
-    matched: list[_Ended] = []
+    matched: list[Ended] = []
     while len(matched) < limit and read < SCAN_MAX and (wanted is None or wanted >= 0):
         # (index counts from the tail: 0 is the newest; LRANGE cuts a start past the head)
         rows = client.lrange(queue.keys.finished, -(index + CHUNK), -(index + 1))[::-1]
@@ -175,16 +187,16 @@ def page(queue: ScriptedQueue, jobfilter: JobFilter | None = None, limit: int = 
                 if len(matched) == limit:
                     break
         if len(rows) < CHUNK and len(matched) < limit:
-            return HistoryPage(_entries(queue, matched), None)
-    more = wanted is not None and wanted >= 0
-    return HistoryPage(_entries(queue, matched), str(wanted) if more else None)
+            return matched, None
+    return matched, wanted if wanted is not None and wanted >= 0 else None
 
 
-def _keeps(found: _Ended, jobfilter: JobFilter, now: float) -> bool:
+def _keeps(found: Ended, jobfilter: JobFilter, now: float) -> bool:
     return found.state in states_of(jobfilter) and jobfilter.matches(found, now)
 
 
-def _entries(queue: ScriptedQueue, found: list[_Ended]) -> list[HistoryEntry]:
+def entries(queue: ScriptedQueue, found: list[Ended],
+            shard: str | None = None) -> list[HistoryEntry]:  # fmt: skip
     """The entries of ``found``, with their kept results' start (two round trips)."""
     if not found:
         return []
@@ -192,10 +204,10 @@ def _entries(queue: ScriptedQueue, found: list[_Ended]) -> list[HistoryEntry]:
     pipe: Any = queue.client.pipeline(transaction=False)
     _look_for(pipe, queue.keys, ids)
     records = _records(queue, ids, pipe.execute())
-    return [_entry(c, record) for c, record in zip(found, records)]
+    return [_entry(c, record, shard) for c, record in zip(found, records)]
 
 
-def _entry(c: _Ended, record: Any) -> HistoryEntry:
+def _entry(c: Ended, record: Any, shard: str | None) -> HistoryEntry:
     job = c.job
     shown = jobsearch.found_job(c) if c.message is not None else None
     error = c.error if c.state == "dead" else None
@@ -206,7 +218,7 @@ def _entry(c: _Ended, record: Any) -> HistoryEntry:
         id=c.id, task=c.task, state=c.state, args=shown.args if shown else None,
         enqueued_at=c.enqueued_at, started_at=record.started if this_run else None,
         finished_at=float(c.score or 0.0), attempts=None if job is None else job.attempt + c.ran,
-        error=None if error is None else error[:ERROR_CHARS], result_kept=kept,
+        error=None if error is None else error[:ERROR_CHARS], result_kept=kept, shard=shard,
     )  # fmt: skip
 
 

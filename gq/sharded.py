@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gq import events as job_events
+from gq import sharded_reads
 from gq.errors import ConfigurationError
 from gq.history import HistoryPage
 from gq.jobfilter import JobFilter
@@ -98,7 +99,7 @@ class ShardedQueue(ShardedJobs, Queue):
 
     def enable_events(self, maxlen: int = job_events.DEFAULT_MAXLEN) -> None:
         """Every shard writes its own job events from now on, about ``maxlen`` kept each
-        (a stream lives in its shard's slot: read them shard by shard)."""
+        (a stream lives in its shard's slot: ``events`` merges them)."""
         for shard in self.shards:
             shard.enable_events(maxlen)
 
@@ -108,14 +109,19 @@ class ShardedQueue(ShardedJobs, Queue):
 
     def events(self, since: str | None = None, *, block: float | None = None,
                count: int = job_events.DEFAULT_COUNT) -> Iterator[job_events.Event]:  # fmt: skip
-        """Refused: each shard keeps its own stream (``ConfigurationError`` naming them)."""
-        raise ConfigurationError(self.per_shard("its job events"))
+        """The job events of every shard after ``since`` (a cursor an event of this queue
+        gave, one stream id for every shard, "0": all kept; None: from now on), merged by
+        stream id: the order across shards is by each master's clock, not a global one.
+        Each event names its ``shard`` and the ``cursor`` that resumes after it; with
+        ``block``, an event on any shard is seen within ``block / shards`` seconds."""
+        return sharded_reads.read_events(self.shards, since, block=block, count=count)
 
     def history(
         self, filter: JobFilter | None = None, *, limit: int = 50, cursor: str | None = None
     ) -> HistoryPage:
-        """Refused: each shard keeps its own history (``ConfigurationError`` naming them)."""
-        raise ConfigurationError(self.per_shard("its history of finished jobs"))
+        """Up to ``limit`` jobs that ended on any shard, newest first, each naming its
+        ``shard``; the ``cursor`` resumes every shard where the page stopped."""
+        return sharded_reads.history_page(self.shards, filter, limit, cursor)
 
     def history_settings(
         self, history_max: int | None = None, history_ttl: float | None = None

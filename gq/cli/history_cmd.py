@@ -16,6 +16,7 @@ from gq.errors import ConfigurationError
 from gq.history import HistoryEntry, HistoryPage
 from gq.jobfilter import JobFilter
 from gq.queue import Queue
+from gq.sharded import ShardedQueue
 
 _HEADERS = ("ID", "STATE", "TASK", "ARGS", "ATTEMPTS", "FINISHED", "DURATION", "TOTAL",
             "RESULT", "ERROR")  # fmt: skip
@@ -31,8 +32,9 @@ def history(args: argparse.Namespace, queue: Queue) -> int:
     elif not page.entries:
         print(f"no matching finished jobs on queue {queue.name}")
     else:
-        now = queue.store.server_time()
-        print(table(_HEADERS, [_row(e, now) for e in page.entries]))
+        now, shards = queue.store.server_time(), args.shards
+        headers = ("SHARD", *_HEADERS) if shards else _HEADERS
+        print(table(headers, [((e.shard or "-",) if shards else ()) + _row(e, now) for e in page.entries]))
     if page.cursor is not None:
         print(f"gq: more entries may match: --cursor '{page.cursor}'", file=sys.stderr)
     return EXIT_OK
@@ -49,8 +51,10 @@ def _read(queue: Queue, jobfilter: JobFilter, args: argparse.Namespace) -> Histo
 
 
 def _known(queue: Queue) -> bool:
-    keys = queue.store.keys
-    return queue.store.exists() or bool(queue.client.exists(keys.finished, keys.finished_settings))
+    plain = queue.shards if isinstance(queue, ShardedQueue) else [queue]
+    kept = [key for shard in plain for key in (shard.store.keys.finished,
+                                               shard.store.keys.finished_settings)]  # fmt: skip
+    return queue.store.exists() or any(queue.client.exists(key) for key in kept)
 
 
 def _configure(args: argparse.Namespace, queue: Queue) -> int:
@@ -86,6 +90,8 @@ def add_parser(commands: argparse._SubParsersAction[Parser], conn: Parser) -> No
     parser.add_argument("--limit", type=positive_int, default=50, metavar="N", help="default 50")
     parser.add_argument("--cursor", help="go on from where an earlier page stopped")
     parser.add_argument("--json", action="store_true", help="one JSON array of objects")
+    parser.add_argument("--shards", action="store_true", help="a sharded queue's: the shard "
+                        "each job ended on (the JSON always says it)")  # fmt: skip
     parser.add_argument("--set-max", type=_count, metavar="N",
                         help="keep at most N entries (0: no history)")  # fmt: skip
     parser.add_argument("--set-ttl", type=duration, metavar="AGE",
