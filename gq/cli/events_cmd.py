@@ -11,10 +11,13 @@ import sys
 from collections.abc import Iterable, Iterator
 
 from gq import events as job_events
+from gq import sharded_reads
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError, Parser, positive_int, subcommand
 from gq.display import local_time
+from gq.errors import ConfigurationError
 from gq.queue import Queue
+from gq.sharded import ShardedQueue
 from gq.store.base import as_text
 
 #: How long one XREAD of --follow blocks (below the CLI's socket timeout of 10 s).
@@ -36,8 +39,8 @@ def add_parser(commands: argparse._SubParsersAction[Parser], conn: Parser) -> No
     parser.add_argument("--follow", action="store_true", help="wait for new events and print "
                         "them as they come (Ctrl-C to stop)")  # fmt: skip
     parser.add_argument("--since", metavar="ID", help="only the events after this stream id "
-                        "(the last one seen, to resume); default: all kept, or from now "
-                        "with --follow")  # fmt: skip
+                        "(the last one seen, to resume; a sharded queue's: the cursor it "
+                        "printed); default: all kept, or from now with --follow")  # fmt: skip
     parser.add_argument("--task", help="only the events of this task")
     parser.add_argument("--event", choices=job_events.EVENT_NAMES, help="only this event")
     parser.add_argument("--json", action="store_true", help="one JSON object a line")
@@ -48,20 +51,31 @@ def events(args: argparse.Namespace, queue: Queue) -> int:
         raise CliError(EXIT_USAGE, "--maxlen goes with --enable")
     if args.enable or args.disable:
         return _switch(args, queue)
-    if args.since is not None and not _STREAM_ID.match(args.since):
+    sharded = isinstance(queue, ShardedQueue)
+    if args.since is not None and not (_STREAM_ID.match(args.since) or sharded):
         raise CliError(EXIT_USAGE, f"--since {args.since!r} is not a stream id (e.g. "
                        "1733320000000-0, as the events print it)")  # fmt: skip
-    per_shard = getattr(queue, "per_shard", None)  # (a sharded queue: gq.sharded)
-    if per_shard is not None:
-        raise CliError(EXIT_USAGE, per_shard("its job events"))
-    kept = queue.client.exists(queue.store.keys.events)
-    on = job_events.maxlen(queue.client, queue.name)
+    _check_known(queue)
+    return _follow(args, queue) if args.follow else _list(args, queue)
+
+
+def _check_known(queue: Queue) -> None:
+    """A queue Redis knows nothing of is refused; one whose events are off is noted."""
+    plain = queue.shards if isinstance(queue, ShardedQueue) else [queue]
+    kept = any(shard.client.exists(shard.store.keys.events) for shard in plain)
+    on = any(job_events.maxlen(shard.client, shard.name) for shard in plain)
     if not kept and not on and not queue.store.exists():
         raise CliError(EXIT_FATAL, f"queue {queue.name} does not exist (no jobs, no consumers)")
     if not on:
         print(f"gq: note: events are off for {queue.name} (gq events --queue {queue.name} "
               "--enable)", file=sys.stderr)  # fmt: skip
-    return _follow(args, queue) if args.follow else _list(args, queue)
+
+
+def _read(queue: Queue, since: str | None, block: float | None) -> Iterator[job_events.Event]:
+    try:
+        return queue.events(since=since, block=block)
+    except ConfigurationError as exc:  # (a sharded queue's cursor, checked at once)
+        raise CliError(EXIT_USAGE, str(exc)) from None
 
 
 def _switch(args: argparse.Namespace, queue: Queue) -> int:
@@ -76,39 +90,69 @@ def _switch(args: argparse.Namespace, queue: Queue) -> int:
 
 
 def _list(args: argparse.Namespace, queue: Queue) -> int:
-    found = _chosen(args, queue.events(since=args.since or "0"))
-    _print(args, found, header=True)
+    seen = _Seen(args)
+    _print(args, seen.chosen(_read(queue, args.since or "0", None)), queue)
+    seen.tell_resume()
     return EXIT_OK
 
 
 def _follow(args: argparse.Namespace, queue: Queue) -> int:
     # "From now on" is fixed before the ready line: what comes after it is printed.
-    since = args.since or job_events.newest_id(queue.client, queue.name)
-    stream = queue.events(since=since, block=FOLLOW_BLOCK)
+    if isinstance(queue, ShardedQueue):
+        since = args.since or sharded_reads.newest(queue.shards)
+    else:
+        since = args.since or job_events.newest_id(queue.client, queue.name)
+    stream, seen = _read(queue, since, FOLLOW_BLOCK), _Seen(args)
     print(f"gq: following {queue.name}'s events (Ctrl-C to stop)", file=sys.stderr, flush=True)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a follow as asked: exit 0
-        _print(args, _chosen(args, stream), header=True)
+        _print(args, seen.chosen(stream), queue)
+    seen.tell_resume()
     return EXIT_OK
 
 
-def _chosen(args: argparse.Namespace,
-            found: Iterable[job_events.Event]) -> Iterator[job_events.Event]:  # fmt: skip
-    for event in found:
-        if (args.task is None or event.task == args.task) and (
-                args.event is None or event.event == args.event):  # fmt: skip
-            yield event
+class _Seen:
+    """The events the flags choose, and the last one read (chosen or not): a sharded
+    queue's events carry the cursor to resume after it, said at the end."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.last: job_events.Event | None = None
+
+    def chosen(self, found: Iterable[job_events.Event]) -> Iterator[job_events.Event]:
+        task, name = self.args.task, self.args.event
+        for event in found:
+            self.last = event
+            if (task is None or event.task == task) and (name is None or event.event == name):
+                yield event
+
+    def tell_resume(self) -> None:
+        if self.last is not None and self.last.cursor is not None:
+            print(f"gq: to resume after the last event read: --since '{self.last.cursor}'",
+                  file=sys.stderr)  # fmt: skip
 
 
-def _print(args: argparse.Namespace, found: Iterable[job_events.Event], *, header: bool) -> None:
-    if header and not args.json:
-        print(_ROW.format("ID", "TIME", "EVENT", "JOB", "TASK", "ATTEMPTS", "EXTRA"))
+def _row_format(queue: Queue) -> str:
+    """The table's line: a sharded queue's has a SHARD column after the ID."""
+    if not isinstance(queue, ShardedQueue):
+        return _ROW
+    width = max(len(shard.name) for shard in queue.shards)
+    return _ROW.replace("}", f"}}  {{:<{width}}}", 1)
+
+
+def _print(args: argparse.Namespace, found: Iterable[job_events.Event], queue: Queue) -> None:
+    row, sharded = _row_format(queue), isinstance(queue, ShardedQueue)
+    if not args.json:
+        print(row.format("ID", *(["SHARD"] if sharded else []), "TIME", "EVENT", "JOB", "TASK",
+                         "ATTEMPTS", "EXTRA").rstrip())  # fmt: skip
     for event in found:
-        line = json.dumps(event.as_json(), ensure_ascii=False) if args.json else _row(event)
+        line = json.dumps(event.as_json(), ensure_ascii=False) if args.json else _row(
+            event, row, sharded)  # fmt: skip
         print(line, flush=args.follow)
 
 
-def _row(event: job_events.Event) -> str:
+def _row(event: job_events.Event, row: str, sharded: bool) -> str:
     extra = " ".join(f"{k}={as_text(v)}" for k, v in event.extra.items())
     attempts = "" if event.attempts is None else str(event.attempts)
-    return _ROW.format(event.id, local_time(event.time), event.event, event.job_id,
-                       event.task or "-", attempts, extra).rstrip()  # fmt: skip
+    shard = [event.shard or ""] if sharded else []
+    return row.format(event.id, *shard, local_time(event.time), event.event, event.job_id,
+                      event.task or "-", attempts, extra).rstrip()  # fmt: skip
