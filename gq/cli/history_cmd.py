@@ -32,12 +32,17 @@ def history(args: argparse.Namespace, queue: Queue) -> int:
     elif not page.entries:
         print(f"no matching finished jobs on queue {queue.name}")
     else:
-        now, shards = queue.store.server_time(), args.shards
-        headers = ("SHARD", *_HEADERS) if shards else _HEADERS
-        print(table(headers, [((e.shard or "-",) if shards else ()) + _row(e, now) for e in page.entries]))
+        print(_table(page.entries, queue.store.server_time(), args.shards))
     if page.cursor is not None:
         print(f"gq: more entries may match: --cursor '{page.cursor}'", file=sys.stderr)
     return EXIT_OK
+
+
+def _table(entries: list[HistoryEntry], now: float, shards: bool) -> str:
+    """The entries' table; with ``shards``, the shard each ended on first."""
+    if not shards:
+        return table(_HEADERS, [_row(e, now) for e in entries])
+    return table(("SHARD", *_HEADERS), [(e.shard or "-", *_row(e, now)) for e in entries])
 
 
 def _read(queue: Queue, jobfilter: JobFilter, args: argparse.Namespace) -> HistoryPage:
