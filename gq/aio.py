@@ -19,6 +19,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from gq import events as job_events
+from gq import sharded_reads
 from gq.errors import ConfigurationError
 from gq.job import JobLike
 from gq.producer import (
@@ -146,12 +147,18 @@ class Producer(ProducerCore):
 
 
 def events(queue: str, *, client: Any, since: str | None = None, block: float | None = None,
-           count: int = job_events.DEFAULT_COUNT) -> AsyncIterator[job_events.Event]:  # fmt: skip
+           count: int = job_events.DEFAULT_COUNT,
+           shards: int | None = None) -> AsyncIterator[job_events.Event]:  # fmt: skip
     """``gq.Queue.events`` for asyncio code, on a ``redis.asyncio`` client (its own
     connection while it blocks): ``async for event in gq.aio.events("emails", client=c,
-    since="0", block=5.0)``. Turn the stream on with ``gq.Queue.enable_events``."""
+    since="0", block=5.0)``. Turn the stream on with ``gq.Queue.enable_events``. With
+    ``shards=N``, a sharded queue's events merged over its shards, as its ``gq.Queue``
+    reads them (each names its ``shard`` and the ``cursor`` to resume after it)."""
     _check_asyncio_client(client)
-    return job_events.aread(client, queue, since, block=block, count=count)
+    if shards is None:
+        return job_events.aread(client, queue, since, block=block, count=count)
+    check_shards(queue, shards)
+    return sharded_reads.aread_events(client, queue, shards, since, block=block, count=count)
 
 
 def _check_asyncio_client(client: Any) -> None:

@@ -20,14 +20,17 @@ import dataclasses
 import heapq
 import itertools
 import re
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from gq import events as job_events
 from gq import history
 from gq.errors import ConfigurationError
 from gq.history import HistoryEntry, HistoryPage
 from gq.jobfilter import JobFilter
+from gq.store.base import as_text
+from gq.store.keys import QueueKeys
+from gq.store.reshard import aserving
 
 if TYPE_CHECKING:
     from gq.queue import Queue
@@ -134,16 +137,26 @@ def _round(shards: list[Queue], places: list[str],
     streams = [_ordered(i, job_events.read(shard.client, shard.name, places[i], count=count))
                for i, shard in enumerate(shards)]  # fmt: skip
     for _, i, event in heapq.merge(*streams, key=lambda row: (row[0], row[1])):
-        places[i] = event.id
-        yield dataclasses.replace(event, shard=shards[i].name, cursor=encode(places))
+        yield _placed(event, i, shards[i].name, places)
+
+
+def _placed(event: job_events.Event, i: int, shard: str, places: list[str]) -> job_events.Event:
+    """``event`` of shard number ``i`` read: its shard named, with the cursor after it."""
+    places[i] = event.id
+    return dataclasses.replace(event, shard=shard, cursor=encode(places))
 
 
 def _ordered(shard: int, found: Iterator[job_events.Event],
              ) -> Iterator[tuple[tuple[int, int], int, job_events.Event]]:  # fmt: skip
-    """Each event of ``shard`` with its place in the merge: its stream id's (ms, seq)."""
+    """Each event of ``shard`` with its place in the merge."""
     for event in found:
-        ms, _, seq = event.id.partition("-")
-        yield (int(ms), int(seq or 0)), shard, event
+        yield _order(event), shard, event
+
+
+def _order(event: job_events.Event) -> tuple[int, int]:
+    """An event's place in the merge: its stream id's (ms, seq)."""
+    ms, _, seq = event.id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def starts(shards: list[Queue], since: str | None) -> list[str]:
@@ -151,11 +164,72 @@ def starts(shards: list[Queue], since: str | None) -> list[str]:
     kept) for every shard, or (None) each shard's newest id (from now on)."""
     if since is None:
         return [job_events.newest_id(shard.client, shard.name) for shard in shards]
+    return _given_starts([shard.name for shard in shards], since)
+
+
+def _given_starts(names: list[str], since: str) -> list[str]:
     if _STREAM_ID.match(since):
-        return [since] * len(shards)
-    return decode(since, len(shards), "an events cursor", _STREAM_ID)
+        return [since] * len(names)
+    return decode(since, len(names), "an events cursor", _STREAM_ID)
 
 
 def newest(shards: list[Queue]) -> str:
     """The cursor of every shard's newest event: reading after it gives what comes next."""
     return encode(starts(shards, None))
+
+
+# -- the events, for asyncio (gq.aio.events) ------------------------------------------
+
+
+async def aread_events(
+    client: Any, name: str, shards: int, since: str | None, *, block: float | None, count: int
+) -> AsyncIterator[job_events.Event]:
+    """``read_events`` on a ``redis.asyncio`` client: the shards are those Redis says
+    ``name`` is served by (read, and ``since`` checked, at the first step)."""
+    names = list((await aserving(client, name, shards)).queues)
+    places = await _astarts(client, names, since)
+    turn = 0
+    while True:
+        async for event in _around(client, names, places, count):
+            yield event
+        if block is None:
+            return
+        wait_ms = max(1, int(block * 1000 / len(names)))
+        shard = turn % len(names)
+        await client.xread({QueueKeys(names[shard]).events: places[shard]}, count=1,
+                           block=wait_ms)  # fmt: skip
+        turn += 1
+
+
+async def _astarts(client: Any, names: list[str], since: str | None) -> list[str]:
+    if since is not None:
+        return _given_starts(names, since)
+    newest = [await client.xrevrange(QueueKeys(shard).events, count=1) for shard in names]
+    return [as_text(found[0][0]) if found else "0-0" for found in newest]
+
+
+async def _around(client: Any, names: list[str], places: list[str],
+                  count: int) -> AsyncIterator[job_events.Event]:  # fmt: skip
+    """``_round`` for asyncio: the shards' streams merged by hand (no async heapq.merge)."""
+    streams = [job_events.aread(client, shard, places[i], count=count)
+               for i, shard in enumerate(names)]  # fmt: skip
+    heads: dict[int, job_events.Event] = {}
+    for i, stream in enumerate(streams):
+        first = await _next(stream)
+        if first is not None:
+            heads[i] = first
+    while heads:
+        i = min(heads, key=lambda shard: (_order(heads[shard]), shard))
+        yield _placed(heads[i], i, names[i], places)
+        head = await _next(streams[i])
+        if head is None:
+            del heads[i]
+        else:
+            heads[i] = head
+
+
+async def _next(stream: AsyncIterator[job_events.Event]) -> job_events.Event | None:
+    try:
+        return await stream.__anext__()
+    except StopAsyncIteration:
+        return None

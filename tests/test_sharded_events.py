@@ -5,6 +5,7 @@ composite cursor that resumes after it; ``gq events`` lists and follows them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from typing import Any
@@ -13,6 +14,7 @@ import gevent
 import pytest
 
 import gq
+import gq.aio
 from gq.errors import ConfigurationError
 from gq.events import Event
 from gq.store.shards import layout
@@ -139,3 +141,37 @@ def test_gq_events_follow_picks_up_an_event_on_any_shard(cluster: Cluster, clien
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_gq_aio_events_of_a_sharded_queue_merged_resumed_and_followed(
+    cluster: Cluster, client: Any, name: str
+) -> None:
+    queue, _ = _enqueued(client, name, 12)
+    every = list(queue.events(since="0"))
+    late = _one_per_shard(name, "late")
+
+    async def scenario() -> tuple[list[Event], list[Event], list[Event]]:
+        aclient = gq.aio.client_from_url(cluster.url)
+        try:
+            listed = [e async for e in gq.aio.events(name, client=aclient, since="0", shards=3)]
+            resumed = [e async for e in gq.aio.events(name, client=aclient, shards=3,
+                                                      since=listed[5].cursor)]  # fmt: skip
+            following = gq.aio.events(name, client=aclient, shards=3, since=listed[-1].cursor,
+                                      block=0.3)  # fmt: skip
+            producer = gq.Producer(name, client=client, shards=3)
+            seen = []
+            for job_id in late[::-1]:
+                producer.perform(gq.Job(id=job_id, data=b""))
+                seen.append(await asyncio.wait_for(following.__anext__(), 10))
+            bad = gq.aio.events(name, client=aclient, shards=3, since="shards:0")
+            with pytest.raises(ConfigurationError, match="not an events cursor of this 3-shard"):
+                await bad.__anext__()  # (checked once the shards are read: at the first step)
+            return listed, resumed, seen
+        finally:
+            await aclient.aclose()
+
+    listed, resumed, seen = asyncio.run(scenario())
+    assert [(e.shard, e.id, e.cursor) for e in listed] == [(e.shard, e.id, e.cursor) for e in every]
+    assert [(e.shard, e.id) for e in resumed] == [(e.shard, e.id) for e in every[6:]]
+    plan = layout(name, 3)
+    assert [(e.job_id, e.shard) for e in seen] == [(i, plan.for_id(i)) for i in late[::-1]]

@@ -55,7 +55,16 @@ class Serving:
 
 def serving(client: Any, name: str, count: int) -> Serving:
     """What Redis says ``name`` is made of (``count`` shards when it says nothing)."""
-    raw = [None if v is None else as_text(v) for v in client.hmget(sharded_key(name), _FIELDS)]
+    return _serving(name, count, client.hmget(sharded_key(name), _FIELDS))
+
+
+async def aserving(client: Any, name: str, count: int) -> Serving:
+    """``serving`` on a ``redis.asyncio`` client (gq.aio's events of a sharded queue)."""
+    return _serving(name, count, await client.hmget(sharded_key(name), _FIELDS))
+
+
+def _serving(name: str, count: int, found: list[Any]) -> Serving:
+    raw = [None if v is None else as_text(v) for v in found]
     shards, previous, at, _ = raw
     current = layout(name, int(shards) if shards else count)
     old = layout(name, int(previous)) if previous else None
