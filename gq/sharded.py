@@ -130,11 +130,6 @@ class ShardedQueue(ShardedJobs, Queue):
         found = [shard.history_settings(history_max, history_ttl) for shard in self.shards]
         return found[0]
 
-    def per_shard(self, what: str) -> str:
-        """Why ``what`` is read shard by shard, and the shards to name."""
-        return (f"queue {self.name!r} is sharded, and each shard keeps {what} in its own "
-                f"slot: name one of its shards ({', '.join(self.layout.queues)})")
-
     def set_group_limits(self, concurrency: int | None = UNCHANGED, rate: Rate | None = UNCHANGED,
                          group: str | None = None) -> None:  # fmt: skip
         """Set on every shard: a group lives on one shard, so its limit holds exactly."""

@@ -56,6 +56,8 @@ def test_events_of_every_shard_merged_and_resumed_without_loss_or_repeat(
     plan = layout(name, 3)
     assert all(e.shard == plan.for_id(e.job_id) for e in every)
     assert {e.shard for e in every} == set(plan.queues)
+    assert all(e.since == e.cursor and e.cursor.startswith("shards:") for e in every)
+    assert all(e.since == e.id and e.shard is None for e in queue.shards[0].events(since="0"))
     for cut in (0, 7, 18, 29):
         after = list(queue.events(since=every[cut].cursor))
         assert [(e.shard, e.id) for e in after] == [(e.shard, e.id) for e in every[cut + 1 :]]
