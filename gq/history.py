@@ -226,7 +226,11 @@ def as_search_page(queue: ScriptedQueue, jobfilter: JobFilter, limit: int = 50,
                    cursor: str | None = None) -> jobsearch.SearchPage:  # fmt: skip
     """A history page as ``gq jobs --state finished`` lists it: each ended job's end time
     in ``died_at`` (its state says how it ended)."""
-    found = page(queue, jobfilter, limit, cursor)
+    return search_page(page(queue, jobfilter, limit, cursor))
+
+
+def search_page(found: HistoryPage) -> jobsearch.SearchPage:
+    """History page ``found`` as a search's page (a sharded queue's too)."""
     return jobsearch.SearchPage([_found(e) for e in found.entries], found.cursor)
 
 

@@ -18,7 +18,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
-from gq import bulk
+from gq import bulk, history, sharded_reads
 from gq.errors import ConfigurationError
 from gq.jobfilter import JobFilter
 from gq.jobsearch import SEARCH_STATES, FoundJob, SearchPage
@@ -45,7 +45,10 @@ class ShardedJobs:
     def jobs(self, filter: JobFilter | None = None, limit: int = 50, cursor: str | None = None,
              budget: float | None = None) -> SearchPage:  # fmt: skip
         """Up to ``limit`` jobs of all shards matching ``filter``, merged by time; the
-        cursor goes on over every shard."""
+        cursor goes on over every shard. The state "finished" lists their merged history."""
+        if filter is not None and "finished" in filter.states:
+            found = sharded_reads.history_page(self.shards, filter, limit, cursor)
+            return history.search_page(found)
         return search(self.shards, filter or JobFilter(), limit, cursor, budget)
 
     def purge(self, filter: JobFilter, *, dry_run: bool = False,

@@ -86,11 +86,13 @@ def _number(place: str) -> int | None:
 def _history_after(place: str, scan: tuple[list[history.Ended], int | None] | None,
                    taken: int) -> str:  # fmt: skip
     """A shard's place after the first ``taken`` entries of its ``scan`` were shown."""
-    if scan is None or taken == 0:
+    if scan is None:
         return place
     matched, wanted = scan
-    if taken == len(matched):  # all shown: on from where its scan stopped
+    if taken == len(matched):  # all shown (or none matched): on from where its scan stopped
         return _DONE if wanted is None else str(wanted)
+    if taken == 0:
+        return place
     following = matched[taken - 1].number - 1  # cut inside: on from the first not shown
     return _DONE if following < 0 else str(following)
 

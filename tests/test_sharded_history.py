@@ -81,6 +81,16 @@ def test_one_page_merges_the_shards_newest_first_and_its_cursor_loses_nothing(
     assert all(entry.as_dict()["shard"] == entry.shard for entry in shown)
 
 
+def test_a_page_with_nothing_left_on_any_shard_has_no_cursor(client: Any, name: str) -> None:
+    gq.Producer(name, client=client, shards=3).perform(b"declares the layout")
+    queue = gq.Queue(name, client=client, shards=3)
+    assert queue.history(limit=5).cursor is None  # (before: "shards:,,", for ever)
+    _finished(client, name, 6)
+    broken = JobFilter(task="no.such.task")
+    assert queue.history(broken, limit=5) == queue.history(broken, limit=5)
+    assert queue.history(broken, limit=5).cursor is None and _pages(queue, 5, broken) == [[]]
+
+
 def test_a_filtered_history_pages_through_every_shard(client: Any, name: str) -> None:
     ids = _finished(client, name, 30)
     queue = gq.Queue(name, client=client, shards=3)
@@ -140,6 +150,18 @@ def test_gq_history_lists_a_sharded_queue_and_pages_with_its_cursor(
 def site(client: Any, name: str) -> Iterator[str]:
     with serving(dashboard.app(client=client, refresh=0)) as address:
         yield address
+
+
+def test_gq_jobs_state_finished_lists_a_sharded_queue_s_history(
+    cluster: Cluster, client: Any, name: str
+) -> None:
+    ids = _finished(client, name, 6)
+    env = env_for(cluster.url, name)
+    listed = run(ADMIN, "jobs", "--state", "finished", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr  # (before: refused, exit 2)
+    shown = json.loads(listed.stdout)
+    assert sorted(job["id"] for job in shown) == ids
+    assert {job["state"] for job in shown} == {"dead", "cancelled"}
 
 
 def test_the_dashboard_history_tab_of_a_sharded_queue(client: Any, name: str,
