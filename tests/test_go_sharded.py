@@ -42,9 +42,10 @@ def cleanup(direct: redis.Redis, queue: str) -> Iterator[None]:
 
 
 @contextmanager
-def gq_worker(server: RedisServer, queue: str, tmp_path: Path) -> Iterator[None]:
-    """A gq-worker naming the logical queue: it serves the shards the descriptor names."""
-    env = env_for(server.url, None, GQ_TEST_TASK_QUEUE=queue)
+def gq_worker(url: str, queue: str, tmp_path: Path) -> Iterator[None]:
+    """A gq-worker naming the logical queue: it serves the shards the descriptor names
+    (on the Redis of ``url``, a Cluster too)."""
+    env = env_for(url, None, GQ_TEST_TASK_QUEUE=queue)
     command = [*WORKER, APP, "--stats-interval", "0", "--poller-poll-duration", "1"]
     with open(tmp_path / "gq-worker.log", "ab") as log:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -95,7 +96,7 @@ def test_go_routes_grouped_and_unique_tasks_by_group_and_lock_and_gq_finds_them_
     assert holders(direct, given, plan) == [plan.for_key("tenant:a")]
     assert app.result(given).queue == plan.for_key("tenant:a")
     keys[given] = "tenant:a"
-    with gq_worker(server, queue, tmp_path):
+    with gq_worker(server.url, queue, tmp_path):
         wait_until(lambda: ran_all(direct, queue, set(keys)), 60,
                    message="the gq worker ran every Go job")  # fmt: skip
         wait_until(lambda: all(app.result(i).status() == "done" for i in keys), 30,
@@ -154,7 +155,7 @@ def test_a_go_producer_declares_the_layout_and_follows_a_reshard_within_a_second
             assert shard == new.for_id(job_id), (job_id, routed - after)
     late = [shard for _, shard, routed in jobs if routed > after + 1.0]
     assert len(late) >= 20 and set(late) - set(old.queues)  # some on shards only 5 have
-    with gq_worker(server, queue, tmp_path):  # it serves both layouts while one drains
+    with gq_worker(server.url, queue, tmp_path):  # it serves both layouts while one drains
         wait_until(lambda: ran_all(direct, queue, {i for i, _, _ in jobs}), 60,
                    message="the gq worker ran every Go job of both layouts")  # fmt: skip
 

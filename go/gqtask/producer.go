@@ -43,6 +43,13 @@ type ShardedProducerOpts struct {
 	// and written through it (curlyq's producer talks to one server).
 	Address string
 	Client  *redis.Client
+	// Cluster, for a Redis Cluster (it overrides Address and Client): Addrs are the seed
+	// nodes the slot map is read from (CLUSTER SLOTS), and each master's client gets its
+	// Password, TLSConfig, Dialer, OnConnect, timeouts, retries and pool settings. The
+	// descriptor and each shard are written on the master serving their slot; after a
+	// MOVED or a lost connection (a failover, a slot migration) the map is read again and
+	// the write tried once more.
+	Cluster *redis.ClusterOptions
 	// Queue is the sharded queue's name ("emails", no braces).
 	Queue string
 	// Shards is the count the queue is declared with when Redis holds none; gq's count
@@ -55,28 +62,63 @@ type ShardedProducerOpts struct {
 // ShardedProducer writes task jobs to the shards of a sharded queue where gq's producers
 // would (Layout.RouteTask), on the layout Redis holds. Safe for concurrent use.
 type ShardedProducer struct {
-	opts   ShardedProducerOpts
-	client *redis.Client
+	opts    ShardedProducerOpts
+	client  *redis.Client // one server's
+	masters *masters      // a Cluster's (client nil)
 
 	mu        sync.Mutex
 	layout    Layout
 	until     time.Time // when to read the descriptor again
-	producers map[string]*curlyq.Producer
+	producers map[shardOn]*curlyq.Producer
+}
+
+// shardOn is a shard's curlyq producer's key: the shard on a client (its master's).
+type shardOn struct {
+	shard  string
+	client *redis.Client
 }
 
 // NewShardedProducer checks opts; Redis is first read at the first job.
 func NewShardedProducer(opts ShardedProducerOpts) (*ShardedProducer, error) {
-	if opts.Address == "" && opts.Client == nil {
-		return nil, errors.New("gqtask: a ShardedProducer needs an Address or a Client")
+	if opts.Address == "" && opts.Client == nil && opts.Cluster == nil {
+		return nil, errors.New("gqtask: a ShardedProducer needs an Address, a Client or a Cluster")
+	}
+	if opts.Cluster != nil && len(opts.Cluster.Addrs) == 0 {
+		return nil, errors.New("gqtask: a ShardedProducer's Cluster needs Addrs (its seed nodes)")
 	}
 	if _, err := NewLayout(opts.Queue, opts.Shards); err != nil {
 		return nil, err
 	}
-	client := opts.Client
-	if client == nil {
-		client = redis.NewClient(&redis.Options{Addr: opts.Address})
+	p := &ShardedProducer{opts: opts, producers: map[shardOn]*curlyq.Producer{}}
+	switch {
+	case opts.Cluster != nil:
+		p.masters = newMasters(opts.Cluster)
+	case opts.Client != nil:
+		p.client = opts.Client
+	default:
+		p.client = redis.NewClient(&redis.Options{Addr: opts.Address})
 	}
-	return &ShardedProducer{opts: opts, client: client, producers: map[string]*curlyq.Producer{}}, nil
+	return p, nil
+}
+
+// Close closes the Redis clients the producer made (not a Client given in its opts).
+func (p *ShardedProducer) Close() error {
+	if p.masters != nil {
+		return p.masters.close()
+	}
+	if p.opts.Client == nil {
+		return p.client.Close()
+	}
+	return nil
+}
+
+// on runs write on the client of the Redis serving key: the one server, or on a Cluster
+// the master of key's slot (once more on its master after a MOVED, as masters.on does).
+func (p *ShardedProducer) on(key string, write func(*redis.Client) error) error {
+	if p.masters == nil {
+		return write(p.client)
+	}
+	return p.masters.on(key, write)
 }
 
 // Layout is the queue's layout as Redis holds it, read again once Refresh has passed
@@ -88,7 +130,11 @@ func (p *ShardedProducer) Layout() (Layout, error) {
 		return p.layout, nil
 	}
 	looked := time.Now() // before the read: a reshard after it is seen within Refresh
-	layout, err := Declare(p.client, p.opts.Queue, p.opts.Shards)
+	var layout Layout
+	err := p.on(DescriptorKey(p.opts.Queue), func(client *redis.Client) (err error) {
+		layout, err = Declare(client, p.opts.Queue, p.opts.Shards)
+		return err
+	})
 	if err != nil {
 		return Layout{}, err
 	}
@@ -97,7 +143,7 @@ func (p *ShardedProducer) Layout() (Layout, error) {
 }
 
 // Route returns the shard job (carrying task; nil for a plain job) goes to on the
-// current layout, giving it an id as Layout.RouteTask does. Write it with Shard(shard).
+// current layout, giving it an id as Layout.RouteTask does. Write it with Enqueue.
 func (p *ShardedProducer) Route(task *Task, job *curlyq.Job) (string, error) {
 	layout, err := p.Layout()
 	if err != nil {
@@ -106,15 +152,30 @@ func (p *ShardedProducer) Route(task *Task, job *curlyq.Job) (string, error) {
 	return layout.RouteTask(task, job)
 }
 
-// Shard is the curlyq producer of shard (one per shard, made at its first use, sharing
-// the ShardedProducer's Redis client).
-func (p *ShardedProducer) Shard(shard string) *curlyq.Producer {
+// Shard is the curlyq producer of shard, writing on its Redis: the one server, or on a
+// Cluster its slot's master as last read (the map is read at the first use; an error
+// when it cannot be). Enqueue writes through it and, on a Cluster, follows a MOVED.
+func (p *ShardedProducer) Shard(shard string) (*curlyq.Producer, error) {
+	if p.masters == nil {
+		return p.producer(shard, p.client), nil
+	}
+	client, _, err := p.masters.master(keySlot(shard))
+	if err != nil {
+		return nil, err
+	}
+	return p.producer(shard, client), nil
+}
+
+// producer is shard's curlyq producer on client (one per shard and client, made at its
+// first use).
+func (p *ShardedProducer) producer(shard string, client *redis.Client) *curlyq.Producer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	producer, ok := p.producers[shard]
+	key := shardOn{shard, client}
+	producer, ok := p.producers[key]
 	if !ok {
-		producer = curlyq.NewProducer(&curlyq.ProducerOpts{Client: p.client, Queue: shard, Logger: p.opts.Logger})
-		p.producers[shard] = producer
+		producer = curlyq.NewProducer(&curlyq.ProducerOpts{Client: client, Queue: shard, Logger: p.opts.Logger})
+		p.producers[key] = producer
 	}
 	return producer
 }
@@ -134,10 +195,32 @@ func (p *ShardedProducer) PerformAt(at time.Time, task Task) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if at.IsZero() {
-		return p.Shard(shard).Perform(job)
-	}
-	return p.Shard(shard).PerformAt(at, job)
+	return p.Enqueue(shard, job, at)
+}
+
+// Enqueue writes job, routed to shard by Route, to run at at (the zero time: now), with
+// shard's curlyq producer; it returns the job's id. On a Cluster, a write answered by a
+// MOVED or a lost connection is tried once more on the master a new slot map names. That
+// second write is safe: curlyq's push and schedule scripts write a job only when its id
+// is not in the shard's data hash (HSETNX), so a first write whose answer was lost is
+// found, not doubled, and taken for done (the id is the one written).
+func (p *ShardedProducer) Enqueue(shard string, job curlyq.Job, at time.Time) (string, error) {
+	var id string
+	var previous error
+	err := p.on(shard, func(client *redis.Client) (err error) {
+		producer := p.producer(shard, client)
+		if at.IsZero() {
+			id, err = producer.Perform(job)
+		} else {
+			id, err = producer.PerformAt(at, job)
+		}
+		if errors.As(err, &curlyq.ErrJobAlreadyExists{}) && lostAnswer(previous) {
+			id, err = job.ID, nil // the first write was done, its answer lost
+		}
+		previous = err
+		return err
+	})
+	return id, err
 }
 
 // Declare records the layout of queue name over shards shards in Redis unless one is

@@ -4,14 +4,15 @@ list <queue>:ran ($GQ_TEST_TASK_QUEUE), so the test compares values and types.""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
 import gevent
 import msgpack
-import redis
 
 import gq
+from gq.store.connection import client_from_url
 
 QUEUE = os.environ.get("GQ_TEST_TASK_QUEUE", "go-tasks")
 app = gq.App(queue=QUEUE, retries=5)  # the Go envelope's opts override these defaults
@@ -22,10 +23,14 @@ def record(*args: Any, **kwargs: Any) -> int:
     assert job is not None
     run = {"id": job.id, "task": job.task, "attempt": job.attempt, "args": list(args),
            "kwargs": kwargs, "headers": dict(job.headers)}  # fmt: skip
-    redis.Redis.from_url(os.environ["GQ_REDIS_URL"]).rpush(
-        f"{QUEUE}:ran", msgpack.packb(run, use_bin_type=True, datetime=True)
-    )
+    sink().rpush(f"{QUEUE}:ran", msgpack.packb(run, use_bin_type=True, datetime=True))
     return job.attempt
+
+
+@functools.cache
+def sink() -> Any:
+    """The worker's Redis, a Cluster too (tests/test_go_sharded_cluster.py)."""
+    return client_from_url(os.environ["GQ_REDIS_URL"])
 
 
 @app.task(name="deliver")

@@ -3,7 +3,7 @@
 //
 //	taskproducer -addr 127.0.0.1:6379 -queue Q -task NAME [-id ID] [-retries N]
 //	             [-timeout D] [-expired] [-group G] [-unique LOCK] [-result-ttl D]
-//	             [-shards N [-follow -n COUNT [-every D]]]
+//	             [-shards N [-follow -n COUNT [-every D] [-cluster HOST:PORT,...]]]
 //
 // The task "deliver" gets deliver("https://example.com/hook", {"event": "paid", "items":
 // [1, 2.5, nil, true], "nested": {"deep": {"x": "y"}}}, tenant="acme", blob=\x00\x01\xff,
@@ -15,7 +15,8 @@
 // lock, else its id). With -follow it writes COUNT jobs, one each -every, through a
 // gqtask.ShardedProducer (the layout read from Redis, declared with N shards when Redis
 // holds none, followed through a reshard) and prints a line per job: its id, its shard
-// and the unix time in ms just before it was routed.
+// and the unix time in ms just before it was routed. -cluster names a Redis Cluster's
+// nodes (instead of -addr): the ShardedProducer writes each shard on its master.
 package main
 
 import (
@@ -23,17 +24,19 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/go-redis/redis/v7"
 	"github.com/mcmathja/curlyq"
 	"gqtask"
 )
 
 type config struct {
-	addr, queue, id, name, group, unique string
-	retries, shards, n                   int
-	timeout, resultTTL, every            time.Duration
-	expired, follow                      bool
+	addr, queue, id, name, group, unique, cluster string
+	retries, shards, n                            int
+	timeout, resultTTL, every                     time.Duration
+	expired, follow                               bool
 }
 
 func main() {
@@ -52,10 +55,13 @@ func main() {
 	flag.BoolVar(&c.follow, "follow", false, "write -n jobs through a ShardedProducer")
 	flag.IntVar(&c.n, "n", 1, "jobs to write with -follow")
 	flag.DurationVar(&c.every, "every", 0, "the pause between two jobs with -follow")
+	flag.StringVar(&c.cluster, "cluster", "", "a Redis Cluster's nodes, host:port,... (with -follow)")
 	flag.Parse()
 
 	var err error
-	if c.follow {
+	if c.cluster != "" && !c.follow {
+		err = fmt.Errorf("-cluster goes with -follow")
+	} else if c.follow {
 		err = follow(c)
 	} else {
 		err = produceOne(c)
@@ -118,12 +124,15 @@ func produceOne(c config) error {
 
 // follow writes -n jobs through a ShardedProducer, one each -every.
 func follow(c config) error {
-	sharded, err := gqtask.NewShardedProducer(gqtask.ShardedProducerOpts{
-		Address: c.addr, Queue: c.queue, Shards: c.shards,
-	})
+	opts := gqtask.ShardedProducerOpts{Address: c.addr, Queue: c.queue, Shards: c.shards}
+	if c.cluster != "" {
+		opts.Cluster = &redis.ClusterOptions{Addrs: strings.Split(c.cluster, ",")}
+	}
+	sharded, err := gqtask.NewShardedProducer(opts)
 	if err != nil {
 		return err
 	}
+	defer sharded.Close()
 	task := taskOf(c)
 	for i := 0; i < c.n; i++ {
 		job, err := task.Job()
@@ -135,7 +144,7 @@ func follow(c config) error {
 		if err != nil {
 			return err
 		}
-		if _, err := sharded.Shard(shard).Perform(job); err != nil {
+		if _, err := sharded.Enqueue(shard, job, time.Time{}); err != nil {
 			return err
 		}
 		fmt.Println(job.ID, shard, routed)
