@@ -117,7 +117,7 @@ class Queue:
         True if new; ConfigurationError for a bad rule or a name a code schedule holds."""
         found = schedules.Schedule(name, task, cron, every, list(args or []),
                                    dict(kwargs or {}), tz)  # fmt: skip
-        code = set(self.store.periodic_state()) - {s.name for s in self.periodic_schedules()}
+        code = schedules.code_names(self.store.periodic_state(), self.periodic_schedules())
         return schedules.add(self.client, self.name, found, code)
 
     def pause_periodic(self, name: str) -> None:

@@ -95,6 +95,13 @@ def add(client: Any, queue: str, schedule: Schedule, code_names: set[str]) -> bo
     return store.put(client, queue, schedule.name, schedule.record())
 
 
+def code_names(state: dict[str, Any], runtime: list[Schedule]) -> set[str]:
+    """The names schedules given in code hold: those with a cursor (``state``: the
+    queue's ``periodic_state``) that are no runtime schedule nor one moved away."""
+    return {name for name, (rule, *_) in state.items() if rule != store.MOVED} - {
+        s.name for s in runtime}
+
+
 def set_paused(client: Any, queue: str, name: str, paused: bool) -> None:
     """Pause or resume ``name``; KeyError if no runtime schedule has that name."""
     if not store.exists(client, queue, name):
