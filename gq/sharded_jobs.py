@@ -23,7 +23,8 @@ from gq.errors import ConfigurationError
 from gq.jobfilter import JobFilter
 from gq.jobsearch import SEARCH_STATES, FoundJob, SearchPage
 from gq.store.admin import Entry, QueueAdmin
-from gq.store.shards import Layout, declared
+from gq.store.reshard import serving
+from gq.store.shards import Layout, declared, route_key
 
 if TYPE_CHECKING:
     from gq.queue import Queue
@@ -54,8 +55,10 @@ class ShardedJobs:
         return summed(s.purge(filter, dry_run=dry_run, everything=True) for s in self.shards)
 
     def move(self, filter: JobFilter, *, to: str, dry_run: bool = False) -> bulk.BulkResult:
-        """Move the matching jobs of every shard to plain queue ``to``."""
-        refuse_sharded_target(self.shards[0].client, to)
+        """Move the matching jobs of every shard to queue ``to`` (each job to its shard
+        there when ``to`` is sharded: ``move_target``)."""
+        if to == self.name:
+            raise ConfigurationError(f"cannot move jobs of {self.name} to the same queue")
         return summed(s.move(filter, to=to, dry_run=dry_run) for s in self.shards)
 
     def retry_dead(self, filter: JobFilter, *, reset_attempts: bool = False,
@@ -88,13 +91,21 @@ def summed(results: Any) -> bulk.BulkResult:
                            sum(r.conflicts for r in every))  # fmt: skip
 
 
-def refuse_sharded_target(client: Any, to: str) -> None:
-    """A move into a sharded queue would write to a plain queue no worker of it reads."""
-    if "{" not in to and declared(client, [to]):
-        raise ConfigurationError(
-            f"{to!r} is a sharded queue: moving jobs into one is not built; move them to "
-            "one of its shards (gq stats --queue Q --shards names them)"
-        )
+def move_target(client: Any, source: str, to: str) -> QueueAdmin | bulk.Route:
+    """Where ``gq move --to TO`` sends jobs of queue ``source``: plain queue ``to``, or for a
+    sharded ``to`` each job to the shard its producer would have written it to in the
+    current layout (gq/tasks/sharding.py's rule: its group, else its uniqueness lock,
+    else its id; its id then finds it, or for a grouped or unique one, asking every
+    shard does)."""
+    count = declared(client, [to]).get(to)
+    if count is None:
+        return QueueAdmin(client, to)
+    plan = serving(client, to, count).current
+    if source in plan.queues:
+        raise ConfigurationError(f"{source} is a shard of sharded queue {to}: move its jobs "
+                                 "to another queue")  # fmt: skip
+    shards = {shard: QueueAdmin(client, shard) for shard in plan.queues}
+    return lambda c: shards[plan.for_key(c.group or bulk.lock_of(c) or route_key(c.id))]
 
 
 # -- the merged search ----------------------------------------------------------------
