@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gq import job as jobs
 from gq.errors import ConfigurationError
@@ -21,6 +21,8 @@ from gq.jobsearch import Step, walk
 from gq.store import bulk
 from gq.store.admin import QueueAdmin
 from gq.store.base import chunks
+from gq.store.reshard import serving
+from gq.store.shards import declared, route_key
 
 T = TypeVar("T")
 
@@ -139,6 +141,23 @@ def move(
         return removed, conflicts
 
     return run(admin, jobfilter, MOVE_STATES, apply, dry_run)
+
+
+def move_target(client: Any, source: str, to: str) -> QueueAdmin | Route:
+    """Where ``gq move --to TO`` sends jobs of queue ``source``: plain queue ``to``, or for a
+    sharded ``to`` each job to the shard its producer would have written it to in the
+    current layout (gq/tasks/sharding.py's rule: its group, else its uniqueness lock,
+    else its id; its id then finds it, or for a grouped or unique one, asking every
+    shard does)."""
+    count = declared(client, [to]).get(to)
+    if count is None:
+        return QueueAdmin(client, to)
+    plan = serving(client, to, count).current
+    if source in plan.queues:
+        raise ConfigurationError(f"{source} is a shard of sharded queue {to}: move its jobs "
+                                 "to another queue")  # fmt: skip
+    shards = {shard: QueueAdmin(client, shard) for shard in plan.queues}
+    return lambda c: shards[plan.for_key(c.group or lock_of(c) or route_key(c.id))]
 
 
 def _by_queue(matched: Sequence[Candidate],

@@ -25,7 +25,6 @@ from gq.consumer_report import consumer_report as consumer_report
 from gq.errors import ConfigurationError, ConsumerAlive
 from gq.jobfilter import JobFilter
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
-from gq.sharded_jobs import move_target
 from gq.store.admin import FlowState, QueueAdmin
 from gq.store.config import resolve_client
 from gq.store.groups import group_limits as get_group_limits
@@ -232,7 +231,8 @@ class Queue:
     def move(self, filter: JobFilter, *, to: str, dry_run: bool = False) -> bulk.BulkResult:
         """Move the ready, scheduled and dead jobs matching ``filter`` to queue ``to`` (a
         sharded one: each job to the shard its group, lock or id routes it to)."""
-        return bulk.move(self.store, move_target(self.client, self.name, to), filter, dry_run)
+        return bulk.move(self.store, bulk.move_target(self.client, self.name, to), filter,
+                         dry_run)  # fmt: skip
 
     def retry_dead(
         self, filter: JobFilter, *, reset_attempts: bool = False, dry_run: bool = False

@@ -23,8 +23,7 @@ from gq.errors import ConfigurationError
 from gq.jobfilter import JobFilter
 from gq.jobsearch import SEARCH_STATES, FoundJob, SearchPage
 from gq.store.admin import Entry, QueueAdmin
-from gq.store.reshard import serving
-from gq.store.shards import Layout, declared, route_key
+from gq.store.shards import Layout
 
 if TYPE_CHECKING:
     from gq.queue import Queue
@@ -56,7 +55,7 @@ class ShardedJobs:
 
     def move(self, filter: JobFilter, *, to: str, dry_run: bool = False) -> bulk.BulkResult:
         """Move the matching jobs of every shard to queue ``to`` (each job to its shard
-        there when ``to`` is sharded: ``move_target``)."""
+        there when ``to`` is sharded: ``bulk.move_target``)."""
         if to == self.name:
             raise ConfigurationError(f"cannot move jobs of {self.name} to the same queue")
         return summed(s.move(filter, to=to, dry_run=dry_run) for s in self.shards)
@@ -89,23 +88,6 @@ def summed(results: Any) -> bulk.BulkResult:
     every = list(results)
     return bulk.BulkResult(sum(r.matched for r in every), sum(r.done for r in every),
                            sum(r.conflicts for r in every))  # fmt: skip
-
-
-def move_target(client: Any, source: str, to: str) -> QueueAdmin | bulk.Route:
-    """Where ``gq move --to TO`` sends jobs of queue ``source``: plain queue ``to``, or for a
-    sharded ``to`` each job to the shard its producer would have written it to in the
-    current layout (gq/tasks/sharding.py's rule: its group, else its uniqueness lock,
-    else its id; its id then finds it, or for a grouped or unique one, asking every
-    shard does)."""
-    count = declared(client, [to]).get(to)
-    if count is None:
-        return QueueAdmin(client, to)
-    plan = serving(client, to, count).current
-    if source in plan.queues:
-        raise ConfigurationError(f"{source} is a shard of sharded queue {to}: move its jobs "
-                                 "to another queue")  # fmt: skip
-    shards = {shard: QueueAdmin(client, shard) for shard in plan.queues}
-    return lambda c: shards[plan.for_key(c.group or bulk.lock_of(c) or route_key(c.id))]
 
 
 # -- the merged search ----------------------------------------------------------------
