@@ -143,17 +143,6 @@ class ShardedQueue(ShardedJobs, Queue):
     def groups(self, count: int = groups.BUSIEST) -> dict[str, Any]:
         return merged_groups([shard.groups(count) for shard in self.shards], count)
 
-    def cancel(self, *ids: str) -> int:
-        """Cancel jobs by id on the shard their id routes to, then on the others for the
-        ids not found there (a grouped or unique job given its own id)."""
-        found = 0
-        left = list(ids)
-        for shard in self.shards_for(left):
-            outcomes = shard.store.cancel(left)
-            found += sum(1 for outcome in outcomes if outcome)
-            left = [job_id for job_id, outcome in zip(left, outcomes) if not outcome]
-        return found
-
     def shard_of(self, job_id: str) -> Queue:
         """The shard that holds ``job_id`` (or its outcome): its id's shard, else the one
         that knows it (two round trips over all: gq.store.locate), else its id's."""

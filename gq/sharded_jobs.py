@@ -205,6 +205,10 @@ class ShardedIds:
     def run_scheduled(self, ids: Sequence[str]) -> list[bool]:
         return routed(self.plan, self.by_name, ids, lambda a, part: a.run_scheduled(part))
 
+    def cancel(self, ids: Sequence[str]) -> list[str]:
+        """Each job cancelled where it is: "removed", "requested" or "" (QueueAdmin.cancel)."""
+        return routed(self.plan, self.by_name, ids, lambda a, part: a.cancel(part))
+
     def dead_page(self, offset: int, count: int) -> list[Entry]:
         """Dead jobs of all shards from ``offset``, newest first (each shard read from its
         head: a page deep in the list costs its offset)."""

@@ -83,6 +83,23 @@ def test_a_sharded_queue_is_one_queue_on_the_dashboard(client: Any, name: str,
     assert job.status == 200 and "scheduled" in job.body
 
 
+def test_the_running_list_of_a_sharded_queue_shows_every_shard_s_jobs(
+    client: Any, name: str, site: str
+) -> None:
+    producer = gq.Producer(name, client=client, shards=3)
+    ids = [producer.perform(gq.Job(id=f"r-{i}", data=b"")) for i in range(9)]
+    plan = layout(name, 3)
+    assert len({plan.for_id(job_id) for job_id in ids}) == 3
+    for shard in plan.queues:  # a worker holds them in flight on each shard
+        side = BothSides(client, shard)
+        side.register("worker-1")
+        side.fetch("worker-1", 100)
+    page = Http(site).get(f"/queues/{name}/running")
+    assert page.status == 200  # (a 500 before: the sharded handle has no consumers())
+    assert all(f'data-job="{job_id}"' in page.body for job_id in ids), page.body
+    assert page.body.count("worker-1") >= len(ids)
+
+
 def test_the_shards_table_opens_in_a_browser(browser: Any, client: Any, name: str,
                                              site: str) -> None:  # fmt: skip
     _sharded_queue(client, name)

@@ -107,6 +107,32 @@ def test_running_consumers_take_it_up_once_per_occurrence_pause_and_drop_it(
     assert "rt" not in q.store.periodic_state()  # (removed: its cursor forgotten too)
 
 
+@pytest.mark.parametrize("withdraw", ["pause", "remove"])
+def test_a_consumer_enqueues_nothing_after_a_pause_or_removal_before_it_reads_again(
+    backend: Backend, withdraw: str
+) -> None:
+    # The consumer reads the runtime schedules at its start and then once a minute: the
+    # occurrences due after the pause or the removal fall before its next read.
+    q = queue_of(backend)
+    q.add_periodic("rt", "stamp", every=1, args=["rt"])
+    ran: list[str] = []
+    consumer = gq.Consumer(backend.queue, client=backend.client(), heartbeat_poll_interval=60)
+    worker = gevent.spawn(consumer.run, lambda job: ran.append(job.id))
+    try:
+        wait_until(lambda: len(ran) >= 1, 20, message="a first occurrence")
+        getattr(q, f"{withdraw}_periodic")("rt")
+        at = q.store.server_time()
+        wait_until(lambda: q.store.server_time() >= at + 2.5, 10)  # two occurrences due
+        wait_until(lambda: "rt" not in runtime_names(consumer), 10)  # (dropped at once)
+        kept = [i.decode() for i in backend.direct().hkeys(f"{backend.queue}:data")]
+        assert max(map(occurrence_of, ran + kept)) <= at  # none enqueued after it
+    finally:
+        consumer.stop()
+        assert worker.get(timeout=15) is None
+    if withdraw == "remove":  # its cursor is not written again once forgotten
+        assert "rt" not in q.store.periodic_state()
+
+
 def test_gq_periodic_refuses_bad_input_with_exit_2(redis_server: RedisServer) -> None:
     env = env_for(redis_server.url, "periodic-cli-bad")
     base = ["periodic", "add", "--name", "x", "--task", "t"]

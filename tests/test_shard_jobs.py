@@ -140,3 +140,23 @@ def test_actions_by_id_go_to_the_ids_shard_or_find_it_on_another(
     job = run(ADMIN, "job", "stray", env=env)
     assert job.returncode == 0 and "ready" in job.stdout, job.stdout + job.stderr
     assert queue.cancel("stray", dead[0]) == 2
+
+
+def test_gq_enqueue_and_gq_cancel_on_a_sharded_queue_go_to_each_id_s_shard(
+    cluster: Cluster, client: Any, name: str
+) -> None:
+    gq.Producer(name, client=client, shards=3).perform(b"declares the layout")
+    env = env_for(cluster.url, name)
+    made = run(ADMIN, "enqueue", *(f"job {i}" for i in range(9)), env=env)
+    assert made.returncode == 0, made.stderr
+    ids = made.stdout.split()
+    plan = layout(name, 3)
+    for job_id in ids:  # on its id's shard (before: the logical name's keys, served by none)
+        assert client.hexists(f"{plan.for_id(job_id)}:data", job_id), job_id
+    assert not client.exists(f"{name}:data")
+    cancelled = run(ADMIN, "cancel", *ids[:4], "nope", env=env)
+    assert cancelled.returncode == 0, cancelled.stderr  # (before: refused, exit 2)
+    assert "removed 4 ready or scheduled job(s)" in cancelled.stdout, cancelled.stdout
+    assert "not found: 1" in cancelled.stdout and "nope" in cancelled.stderr
+    assert gq.Queue(name, client=client, shards=3).stats()["ready"] == 1 + 5
+

@@ -39,6 +39,21 @@ def test_the_vectors_go_gqtask_checks_too() -> None:
     assert layout("emails", 8).for_id(f"{UUID}.3") == "{emails~5~2}"
 
 
+def test_the_group_and_lock_vectors_go_gqtask_checks_too() -> None:
+    """go/gqtask/shards_test.go routes tasks with these groups and lock to these shards,
+    minting ids that route there too: gq's keys are the group and the lock's name."""
+    from gq.tasks.options import TaskOptions, lock_name
+
+    plan = layout("emails", 8)
+    assert [plan.for_key(g) for g in ("tenant:a", "tenant:b", "émile-group", "acme")] == [
+        "{emails~5~2}", "{emails~7~42}", "{emails~3~2}", "{emails~6~2}",
+    ]  # fmt: skip
+    # gqtask.UniqueLock("deliver", "order-1"): the lock of unique_key="order-1".
+    lock = lock_name("deliver", TaskOptions(unique_for=60, unique_key="order-1"), (), {})
+    assert lock == "deliver:key:order-1" and plan.for_key(lock) == "{emails~2~43}"
+    assert plan.for_id("job-1") == "{emails~7~42}"  # a given id that a group overrides
+
+
 def test_a_workflow_job_routes_by_its_workflows_id() -> None:
     assert route_key(f"{UUID}.0") == UUID
     assert route_key(f"{UUID}.then") == UUID

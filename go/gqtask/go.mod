@@ -3,7 +3,7 @@ module gqtask
 go 1.16
 
 require (
-	github.com/gofrs/uuid v3.2.0+incompatible
+	github.com/go-redis/redis/v7 v7.2.0
 	github.com/mcmathja/curlyq v1.0.0-rc2
 	github.com/vmihailenco/msgpack/v4 v4.3.7
 )

@@ -9,14 +9,20 @@ package gqtask
 //   - shard i of N is named "{emails~i~k}", k the first of 0, 1, 2... for which the
 //     CRC16 slot of "emails~i~k" falls in the i-th of N equal ranges of the 16384 slots;
 //   - a job goes to shard crc32(key) mod N (CRC-32 IEEE of the key's UTF-8 bytes), its
-//     key being its id, or for an id "<uuid>.<suffix>" (a workflow's job) that uuid.
+//     key being its id, or for an id "<uuid>.<suffix>" (a workflow's job) that uuid;
+//     a grouped task's key is its group, a unique task's its lock, and its id is minted
+//     (drawn again until it routes to that key's shard), so that a lookup by id alone
+//     finds it on one shard.
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"strings"
+	"time"
 
-	"github.com/gofrs/uuid"
 	"github.com/mcmathja/curlyq"
 )
 
@@ -24,6 +30,14 @@ import (
 const MaxShards = 256
 
 const clusterSlots = 16384
+
+// mintTries bounds the ids drawn to find one that routes to a shard (gq's MINT_TRIES: each
+// draw hits with probability 1/N, N <= 256, so running out is a chance below 1e-30).
+const mintTries = 20000
+
+// ErrGroupWithUnique is returned by RouteTask for a task with both Opts.Group and
+// Opts.Unique, which gq refuses too ("group with unique_for is not supported yet").
+var ErrGroupWithUnique = errors.New("gqtask: a task with a group cannot be unique (gq refuses group with unique_for)")
 
 // Layout is the shards of a sharded queue, in order.
 type Layout struct {
@@ -83,17 +97,84 @@ func (l Layout) ForID(id string) string {
 	return l.ForKey(RouteKey(id))
 }
 
-// Route gives job an id if it has none (a UUID, as curlyq would) and returns its shard:
-// the queue of the curlyq producer that must write it.
+// Route gives job an id if it has none (a UUIDv7, as gq's producers make) and returns its
+// shard: the queue of the curlyq producer that must write it. A grouped or unique task's
+// job goes through RouteTask instead.
 func (l Layout) Route(job *curlyq.Job) (string, error) {
+	return l.RouteTask(nil, job)
+}
+
+// TaskKey is a task's routing key in a sharded queue, as gq's producers choose it: its
+// group (Opts.Group), else its uniqueness lock (Opts.Unique), else "" (route by the id).
+func TaskKey(task *Task) (string, error) {
+	if task == nil {
+		return "", nil
+	}
+	if task.Opts.Group != "" && task.Opts.Unique != "" {
+		return "", fmt.Errorf("%w: task %s", ErrGroupWithUnique, task.Name)
+	}
+	if task.Opts.Group != "" {
+		return task.Opts.Group, nil
+	}
+	return task.Opts.Unique, nil
+}
+
+// RouteTask returns the shard job (carrying task; nil: a plain job) must be written to,
+// as gq's producers route it: by the task's group, else its lock, else the job's id.
+// A job without an id gets a new UUIDv7, minted for a grouped or unique task so that
+// the id routes to the same shard (gq job ID, cancel and app.result find it on one
+// shard). An id given in job.ID is kept; a grouped or unique job so named still goes to
+// its group's or lock's shard, and gq finds it by asking every shard (as for gq's
+// using(id=...)).
+func (l Layout) RouteTask(task *Task, job *curlyq.Job) (string, error) {
+	key, err := TaskKey(task)
+	if err != nil {
+		return "", err
+	}
 	if job.ID == "" {
-		id, err := uuid.NewV4()
-		if err != nil {
+		if job.ID, err = l.mint(key); err != nil {
 			return "", err
 		}
-		job.ID = id.String()
 	}
-	return l.ForID(job.ID), nil
+	if key == "" {
+		return l.ForID(job.ID), nil
+	}
+	return l.ForKey(key), nil
+}
+
+// mint returns a new id that routes where key does (any new id for key "").
+func (l Layout) mint(key string) (string, error) {
+	for i := 0; i < mintTries; i++ {
+		id, err := NewID()
+		if err != nil || key == "" || l.ForID(id) == l.ForKey(key) {
+			return id, err
+		}
+	}
+	return "", fmt.Errorf("gqtask: no id routes to %s after %d tries", l.ForKey(key), mintTries)
+}
+
+// NewID returns a new job id as gq makes them: a UUIDv7 (RFC 9562) in its text form, its
+// first 48 bits the milliseconds of its making, from which gq reads the enqueue time.
+func NewID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[6:]); err != nil {
+		return "", fmt.Errorf("gqtask: a random id: %w", err)
+	}
+	ms := uint64(time.Now().UnixNano() / int64(time.Millisecond))
+	for i := 0; i < 6; i++ {
+		b[i] = byte(ms >> (40 - 8*uint(i)))
+	}
+	b[6] = 0x70 | b[6]&0x0f // version 7
+	b[8] = 0x80 | b[8]&0x3f // variant 10
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+// UniqueLock is the lock gq's producers take for a task given unique_key key
+// (@app.task(unique_for=..., unique_key=...) or using(unique_key=...)): set it as
+// Opts.Unique so that a Go job routes to the shard of that lock.
+func UniqueLock(task, key string) string {
+	return task + ":key:" + key
 }
 
 func isUUID(text string) bool {

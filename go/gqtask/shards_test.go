@@ -1,8 +1,12 @@
 package gqtask
 
 import (
+	"errors"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcmathja/curlyq"
 )
@@ -74,5 +78,67 @@ func TestRouteGivesAJobAnIDAndItsShard(t *testing.T) {
 	kept := curlyq.Job{ID: "job-1"}
 	if shard, _ := layout.Route(&kept); kept.ID != "job-1" || shard != layout.Queues[ShardIndex("job-1", 3)] {
 		t.Errorf("Route changed a given id or routed it elsewhere: %q %q", kept.ID, shard)
+	}
+}
+
+// Routing keys of grouped and unique tasks: tests/test_shard_routing.py pins the same.
+func TestAGroupedOrUniqueTaskRoutesByItsGroupOrLockWithAMintedID(t *testing.T) {
+	layout, _ := NewLayout("emails", 8)
+	cases := []struct {
+		opts  Options
+		shard string
+	}{
+		{Options{Group: "tenant:a"}, "{emails~5~2}"},
+		{Options{Group: "tenant:b"}, "{emails~7~42}"},
+		{Options{Group: "émile-group"}, "{emails~3~2}"},
+		{Options{Unique: UniqueLock("deliver", "order-1")}, "{emails~2~43}"},
+	}
+	for _, c := range cases {
+		for i := 0; i < 20; i++ {
+			job := curlyq.Job{}
+			shard, err := layout.RouteTask(&Task{Name: "deliver", Opts: c.opts}, &job)
+			if err != nil || shard != c.shard || layout.ForID(job.ID) != c.shard {
+				t.Fatalf("RouteTask(%+v) = %q, %v with id %q (its shard %q), want %q",
+					c.opts, shard, err, job.ID, layout.ForID(job.ID), c.shard)
+			}
+		}
+	}
+}
+
+func TestAGivenIDIsKeptAndTheJobStillRoutesByItsGroup(t *testing.T) {
+	layout, _ := NewLayout("emails", 8)
+	job := curlyq.Job{ID: "job-1"} // routes to shard 7 by its id
+	shard, err := layout.RouteTask(&Task{Name: "deliver", Opts: Options{Group: "acme"}}, &job)
+	if err != nil || job.ID != "job-1" || shard != "{emails~6~2}" {
+		t.Errorf("RouteTask = %q, %v with id %q; want {emails~6~2} and id job-1", shard, err, job.ID)
+	}
+	plain := curlyq.Job{ID: "job-1"}
+	if shard, _ := layout.RouteTask(&Task{Name: "deliver"}, &plain); shard != "{emails~7~42}" {
+		t.Errorf("a plain task routed to %q, want its id's {emails~7~42}", shard)
+	}
+}
+
+func TestAGroupedUniqueTaskIsRefused(t *testing.T) {
+	layout, _ := NewLayout("emails", 3)
+	job := curlyq.Job{}
+	task := &Task{Name: "deliver", Opts: Options{Group: "acme", Unique: "deliver:key:1"}}
+	if _, err := layout.RouteTask(task, &job); !errors.Is(err, ErrGroupWithUnique) || job.ID != "" {
+		t.Errorf("RouteTask = %v with id %q; want ErrGroupWithUnique and no id", err, job.ID)
+	}
+}
+
+func TestNewIDIsAUUIDv7OfNow(t *testing.T) {
+	before := time.Now().UnixNano() / int64(time.Millisecond)
+	id, err := NewID()
+	after := time.Now().UnixNano() / int64(time.Millisecond)
+	if err != nil || len(id) != 36 || !isUUID(id) || id[14] != '7' || !strings.ContainsRune("89ab", rune(id[19])) {
+		t.Fatalf("NewID() = %q, %v; want a UUIDv7", id, err)
+	}
+	ms, _ := strconv.ParseInt(id[:8]+id[9:13], 16, 64)
+	if ms < before || ms > after {
+		t.Errorf("NewID's time %d is not between %d and %d", ms, before, after)
+	}
+	if other, _ := NewID(); other == id {
+		t.Errorf("two ids alike: %q", id)
 	}
 }

@@ -27,6 +27,7 @@ from gq.display import local_time, relative
 from gq.errors import JobAlreadyExistsError
 from gq.producer import Producer
 from gq.queue import Queue
+from gq.sharded import ShardedQueue
 from gq.store.admin import Entry, QueueAdmin
 from gq.store.base import MAX_BATCH
 from gq.tasks import envelope
@@ -40,7 +41,11 @@ Listed = tuple[str, float, MessageView]  # id, killed at or due at, what its mes
 
 
 def enqueue(args: argparse.Namespace, queue: Queue) -> int:
-    producer = Producer(queue.name, client=queue.client)
+    # A sharded queue's jobs go to its shards, routed by id as every producer does: its
+    # logical name's own keys are read by no worker.
+    sharded = queue.layout if isinstance(queue, ShardedQueue) else None
+    producer = Producer(queue.name, client=queue.client,
+                        shards=None if sharded is None else len(sharded.queues))  # fmt: skip
     payloads = _payloads_of(args)
     try:
         if args.id is not None:

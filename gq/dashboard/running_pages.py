@@ -22,7 +22,11 @@ MAX_RUNNING = 200
 def running_list(d: Site, request: Request, name: str) -> Response:
     rq = d.queue(name).store
     summary = model.summary(rq, d.consumer_timeout)
-    rows = [_row(rq, job, holder) for job, holder in running(rq, MAX_RUNNING)]
+    rows: list[dict[str, Any]] = []
+    for shard in model.shard_admins(rq) or [rq]:  # a sharded queue: shard after shard
+        if len(rows) < MAX_RUNNING:
+            found = running(shard, MAX_RUNNING - len(rows))
+            rows += [_row(shard, job, holder) for job, holder in found]
     return d.render(request, "running.html", queue=summary, running=rows,
                     more=summary["in_flight"] > len(rows))  # fmt: skip
 

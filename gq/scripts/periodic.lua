@@ -8,19 +8,29 @@
 -- KEYS[3] enqueued hash (name -> the last occurrence enqueued, unix seconds)
 -- KEYS[4] data hash   KEYS[5] active list   KEYS[6] signal list   KEYS[7] cancelled sorted
 -- set (a cancel request left for the job's id by an earlier job is dropped)
+-- KEYS[8] runtime schedules hash (name -> record)   KEYS[9] paused runtime schedules hash
 -- ARGV[1] name   ARGV[2] occurrence (unix seconds)   ARGV[3] the occurrence after it
 -- ARGV[4] job id   ARGV[5] message   ARGV[6] rule text   ARGV[7] late limit in seconds
+-- ARGV[8] '1' for a schedule added at runtime (gq periodic add), else '0'
 -- Returns {outcome, server time as a string, cursor after the call or false}; outcome is
 -- 'enqueued' (stored and queued), 'duplicate' (cursor moved, but the id still existed),
 -- 'skipped' (a new or changed rule: cursor moved past an occurrence that is too late, so
 -- nothing runs), 'done' (occurrence <= cursor), 'early' (occurrence > server time) or
--- 'stale' (too late, and a newer occurrence is due: propose that one).
+-- 'stale' (too late, and a newer occurrence is due: propose that one) or 'withdrawn' (a
+-- runtime schedule removed or paused since the consumer read it: nothing written).
 local now = server_now()
 local occurrence = tonumber(ARGV[2])
 local cursor = redis.call('HGET', KEYS[1], ARGV[1])
 cursor = cursor and tonumber(cursor)
 local function reply(outcome, at)
   return {outcome, tostring(now), at and tostring(at) or false}
+end
+-- A consumer takes up removals and pauses at its next read of the schedules; until then
+-- this check makes them exact: no occurrence after `gq periodic pause|remove` returned,
+-- and no cursor written again after a removal forgot it.
+if ARGV[8] == '1' and (redis.call('HEXISTS', KEYS[8], ARGV[1]) == 0
+    or redis.call('HEXISTS', KEYS[9], ARGV[1]) == 1) then
+  return reply('withdrawn', cursor)
 end
 if occurrence > now then return reply('early', cursor) end
 if cursor and occurrence <= cursor then return reply('done', cursor) end

@@ -308,7 +308,8 @@ class RedisQueue(ScriptedQueue):
         """Enqueue one occurrence of a periodic schedule unless the script, on the server's
         clock, finds it handled, early or too late (periodic.lua says which)."""
         o = occurrence
-        args = [o.name, o.at, o.following, o.job_id, o.message, o.rule, repr(float(o.late_limit))]
+        args = [o.name, o.at, o.following, o.job_id, o.message, o.rule,
+                repr(float(o.late_limit)), "1" if o.runtime else "0"]  # fmt: skip
         with full_queue_errors():
             outcome, now, cursor = self._run("periodic", self.keys.periodic_keys, args)
         return PeriodicReply(
@@ -365,7 +366,9 @@ def not_registered(exc: redis.ResponseError) -> bool:
 @dataclass(frozen=True)
 class PeriodicOccurrence:
     """What a consumer proposes to enqueue: schedule ``name``'s occurrence ``at`` (unix
-    seconds), the occurrence after it, the job, the rule text and the catch-up limit."""
+    seconds), the occurrence after it, the job, the rule text and the catch-up limit;
+    ``runtime`` for a schedule added at runtime (enqueued only while it is kept and not
+    paused)."""
 
     name: str
     at: int
@@ -374,6 +377,7 @@ class PeriodicOccurrence:
     message: bytes
     rule: str
     late_limit: float
+    runtime: bool = False
 
 
 @dataclass(frozen=True)

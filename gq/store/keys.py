@@ -113,7 +113,8 @@ class QueueKeys:
     def periodic_keys(self) -> list[str]:
         """The keys of periodic.lua."""
         return [self.periodic, self.periodic_rules, self.periodic_enqueued, self.data,
-                self.active, self.signal, self.cancelled]  # fmt: skip
+                self.active, self.signal, self.cancelled, self.periodic_runtime,
+                self.periodic_paused]  # fmt: skip
 
     @property
     def retry_dead_keys(self) -> list[str]:

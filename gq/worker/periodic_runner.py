@@ -160,6 +160,9 @@ class PeriodicRunner:
             if occurrence is None:
                 break
             reply = self._propose(schedule, occurrence)
+            if reply.outcome == "withdrawn":  # removed or paused: before the next read
+                self._drop(name)
+                return
             if reply.outcome == "early":  # this consumer's view ran ahead: wait for it
                 self._due[name] = occurrence
                 return
@@ -205,6 +208,7 @@ class PeriodicRunner:
                 message,
                 schedule.rule,
                 LATE_LIMIT,
+                runtime=schedule.name in self._runtime,
             )
         )
         self.proposed += 1
