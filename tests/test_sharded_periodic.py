@@ -180,3 +180,23 @@ def test_the_dashboards_periodic_tab_of_a_sharded_queue(client: Any, name: str) 
     assert (schedule.name, schedule.paused) == ("nightly", True)
     assert client.hexists(QueueKeys(layout(name, 3).for_key("nightly")).periodic_runtime,
                           "nightly")  # fmt: skip
+
+
+def test_gq_periodic_list_and_delete_read_every_shard(client: Any, name: str,
+                                                      cluster: Any) -> None:  # fmt: skip
+    declare(client, name, 3)
+    plan = layout(name, 3)
+    code_shard = QueueKeys(plan.for_key("nightly"))
+    client.hset(code_shard.periodic_rules, "nightly", "every\t3600\tUTC")  # a code schedule's
+    client.hset(code_shard.periodic, "nightly", "1796400000")
+    gq.Queue(name, client=client, shards=3).add_periodic("rt", "app.t", every=60)
+    env = env_for(cluster.url, name)
+    listed = run(ADMIN, "periodic", "list", "--json", env=env)
+    lines = {line["name"]: line for line in map(json.loads, listed.stdout.splitlines())}
+    assert {n: line["source"] for n, line in lines.items()} == {"nightly": "code",
+                                                                 "rt": "runtime"}
+    assert lines["nightly"]["last"] is None and lines["nightly"]["rule"] == "3600"
+    deleted = run(ADMIN, "periodic", "delete", "nightly", "nope", env=env)
+    assert deleted.returncode == 1, deleted.stdout + deleted.stderr
+    assert "nightly: forgotten" in deleted.stdout and "nope: not found" in deleted.stdout
+    assert not client.hexists(code_shard.periodic, "nightly")
