@@ -92,6 +92,7 @@ def add(client: Any, queue: str, schedule: Schedule, code_names: set[str]) -> bo
             f"Periodic {schedule.name!r}: a schedule given in code (app.periodic or "
             "--periodic) holds this name on queue " + queue
         )
+    store.forget_moved(client, queue, schedule.name)  # a mark a reshard left: start afresh
     return store.put(client, queue, schedule.name, schedule.record())
 
 

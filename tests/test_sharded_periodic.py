@@ -15,6 +15,7 @@ import pytest
 import gq
 from gq import dashboard
 from gq.errors import ConfigurationError
+from gq.store import schedules as store
 from gq.store.keys import QueueKeys
 from gq.store.reshard import serving
 from gq.store.shards import declare, layout
@@ -200,3 +201,18 @@ def test_gq_periodic_list_and_delete_read_every_shard(client: Any, name: str,
     assert deleted.returncode == 1, deleted.stdout + deleted.stderr
     assert "nightly: forgotten" in deleted.stdout and "nope: not found" in deleted.stdout
     assert not client.hexists(code_shard.periodic, "nightly")
+
+
+def test_a_schedule_added_again_where_it_moved_from_starts_afresh(client: Any,
+                                                                   name: str) -> None:  # fmt: skip
+    shard = layout(name, 3).queues[0]
+    other = layout(name, 3).queues[1]
+    q = gq.Queue(shard, client=client)
+    q.add_periodic("tick", "app.t", every=60)
+    client.hset(QueueKeys(shard).periodic, "tick", "1796400000")
+    store.relocate(client, shard, other, "tick", q.store.server_time())
+    assert client.hget(QueueKeys(other).periodic, "tick") == b"1796400000"  # (went along)
+    moved = q.store.periodic_state()["tick"]
+    assert moved[0] == store.MOVED and moved[1] > q.store.server_time()  # ahead of now
+    assert q.add_periodic("tick", "app.t", every=60)  # not taken for a code schedule's
+    assert "tick" not in q.store.periodic_state()  # the mark is gone: it starts afresh

@@ -100,3 +100,12 @@ def relocate(client: Any, source: str, target: str, name: str, server_now: float
     client.hdel(s.periodic_paused, name)
     client.hdel(s.periodic_runtime, name)
 
+
+
+def forget_moved(client: Any, queue: str, name: str) -> None:
+    """Drop the cursor a move left on ``queue`` for ``name`` (its rule ``MOVED``), if any:
+    a schedule added there again starts afresh instead of waiting for it to pass."""
+    k = QueueKeys(queue)
+    if as_text(client.hget(k.periodic_rules, name) or b"") == MOVED:
+        for key in (k.periodic, k.periodic_rules, k.periodic_enqueued):
+            client.hdel(key, name)
