@@ -2,7 +2,7 @@
 shard its producer would have written it to (its group, else its uniqueness lock, else
 its id), by copy then delete across slots; from a plain queue and from another sharded
 queue, found by id afterwards and run by the sharded queue's worker; a move killed half
-way loses nothing (docs/operations.md, "Bulk actions")."""
+way loses nothing (docs/operating.md, "A sharded queue")."""
 
 from __future__ import annotations
 
