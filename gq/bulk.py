@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gq import job as jobs
 from gq.errors import ConfigurationError
@@ -21,6 +21,8 @@ from gq.jobsearch import Step, walk
 from gq.store import bulk
 from gq.store.admin import QueueAdmin
 from gq.store.base import chunks
+from gq.store.reshard import serving
+from gq.store.shards import declared, route_key
 
 T = TypeVar("T")
 
@@ -80,8 +82,13 @@ def _window(step: Step) -> bulk.Window:
 
 def _pick(c: Candidate) -> bulk.Pick:
     kind = "line" if c.line_field else c.state
+    return kind, c.id, c.line_field, lock_of(c)
+
+
+def lock_of(c: Candidate) -> str | None:
+    """The uniqueness lock a job took (its envelope's ``unique``), None for none."""
     lock = c.envelope.opts.get("unique") if c.envelope is not None else None
-    return kind, c.id, c.line_field, lock if isinstance(lock, str) else None
+    return lock if isinstance(lock, str) else None
 
 
 def _batched(operation: Callable[[Sequence[T]], list[bool]], items: Sequence[T]) -> list[bool]:
@@ -94,8 +101,8 @@ def _done(step: Step, flags: Sequence[bool]) -> tuple[set[str], int]:
     return {c.id for c, ok in zip(step.matched, flags) if ok}, 0
 
 
-def _taken(step: Step, replies: Sequence[int]) -> tuple[set[str], int]:
-    ids = {c.id for c, reply in zip(step.matched, replies) if reply == 1}
+def _taken(matched: Sequence[Candidate], replies: Sequence[int]) -> tuple[set[str], int]:
+    ids = {c.id for c, reply in zip(matched, replies) if reply == 1}
     return ids, sum(1 for reply in replies if reply == -1)
 
 
@@ -104,33 +111,78 @@ def purge(admin: QueueAdmin, jobfilter: JobFilter, dry_run: bool = False) -> Bul
 
     def apply(step: Step) -> tuple[set[str], int]:
         replies = bulk.purge(admin, _window(step), [_pick(c) for c in step.matched])
-        return _taken(step, replies)
+        return _taken(step.matched, replies)
 
     return run(admin, jobfilter, PURGE_STATES, apply, dry_run)
 
 
+#: Where each job of a move goes: a sharded queue's router (gq/sharded_jobs.py).
+Route = Callable[[Candidate], QueueAdmin]
+
+
 def move(
-    admin: QueueAdmin, target: QueueAdmin, jobfilter: JobFilter, dry_run: bool = False
+    admin: QueueAdmin, target: QueueAdmin | Route, jobfilter: JobFilter, dry_run: bool = False
 ) -> BulkResult:
-    """Move ready, scheduled and dead jobs matching the filter to ``target``, in their state:
-    atomically per page when both queues share a slot, else copy then delete."""
-    if target.keys.name == admin.keys.name:
+    """Move ready, scheduled and dead jobs matching the filter to ``target`` (or each to
+    the queue ``target`` routes it to), in their state: atomically per page and queue
+    when both share a slot, else copy then delete."""
+    if isinstance(target, QueueAdmin) and target.keys.name == admin.keys.name:
         raise ConfigurationError(f"cannot move jobs of {admin.keys.name} to the same queue")
-    one = bulk.same_slot(admin, target.keys.name)
+    fixed = target
+    route: Route = (lambda c: fixed) if isinstance(fixed, QueueAdmin) else fixed
 
     def apply(step: Step) -> tuple[set[str], int]:
-        if one:
-            picks = [_pick(c) for c in step.matched]
-            return _taken(step, bulk.move(admin, target.keys.name, _window(step), picks))
-        return _copy_then_delete(admin, target, step)
+        removed: set[str] = set()
+        conflicts = 0
+        for queue, part in _by_queue(step.matched, route):
+            moved, refused = _move_part(admin, queue, step, part)
+            removed |= moved
+            conflicts += refused
+        return removed, conflicts
 
     return run(admin, jobfilter, MOVE_STATES, apply, dry_run)
 
 
-def _copy_then_delete(admin: QueueAdmin, target: QueueAdmin, step: Step) -> tuple[set[str], int]:
-    """Across slots: copy the page's jobs in (a copy made before a crash is recognised by
-    its id and message), then remove from the source those the target holds."""
-    have = [c for c in step.matched if c.message is not None]
+def move_target(client: Any, source: str, to: str) -> QueueAdmin | Route:
+    """Where ``gq move --to TO`` sends jobs of queue ``source``: plain queue ``to``, or for a
+    sharded ``to`` each job to the shard its producer would have written it to in the
+    current layout (gq/tasks/sharding.py's rule: its group, else its uniqueness lock,
+    else its id; its id then finds it, or for a grouped or unique one, asking every
+    shard does)."""
+    count = declared(client, [to]).get(to)
+    if count is None:
+        return QueueAdmin(client, to)
+    plan = serving(client, to, count).current
+    if source in plan.queues:
+        raise ConfigurationError(f"{source} is a shard of sharded queue {to}: move its jobs "
+                                 "to another queue")  # fmt: skip
+    shards = {shard: QueueAdmin(client, shard) for shard in plan.queues}
+    return lambda c: shards[plan.for_key(c.group or lock_of(c) or route_key(c.id))]
+
+
+def _by_queue(matched: Sequence[Candidate],
+              route: Route) -> list[tuple[QueueAdmin, list[Candidate]]]:  # fmt: skip
+    """The page's jobs grouped by the queue each goes to, in order of first appearance."""
+    parts: dict[str, tuple[QueueAdmin, list[Candidate]]] = {}
+    for c in matched:
+        queue = route(c)
+        parts.setdefault(queue.keys.name, (queue, []))[1].append(c)
+    return list(parts.values())
+
+
+def _move_part(admin: QueueAdmin, target: QueueAdmin, step: Step,
+               part: list[Candidate]) -> tuple[set[str], int]:  # fmt: skip
+    if bulk.same_slot(admin, target.keys.name):
+        replies = bulk.move(admin, target.keys.name, _window(step), [_pick(c) for c in part])
+        return _taken(part, replies)
+    return _copy_then_delete(admin, target, step, part)
+
+
+def _copy_then_delete(admin: QueueAdmin, target: QueueAdmin, step: Step,
+                      part: list[Candidate]) -> tuple[set[str], int]:  # fmt: skip
+    """Across slots: copy the jobs in (a copy made before a crash is recognised by its
+    id and message), then remove from the source those the target holds."""
+    have = [c for c in part if c.message is not None]
     copies = [(_pick(c)[0], c.id, c.message or b"", c.score, c.group or "") for c in have]
     stored = bulk.move_in(target, copies)
     sent = [c for c, reply in zip(have, stored) if reply > 0]

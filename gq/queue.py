@@ -117,7 +117,7 @@ class Queue:
         True if new; ConfigurationError for a bad rule or a name a code schedule holds."""
         found = schedules.Schedule(name, task, cron, every, list(args or []),
                                    dict(kwargs or {}), tz)  # fmt: skip
-        code = set(self.store.periodic_state()) - {s.name for s in self.periodic_schedules()}
+        code = schedules.code_names(self.store.periodic_state(), self.periodic_schedules())
         return schedules.add(self.client, self.name, found, code)
 
     def pause_periodic(self, name: str) -> None:
@@ -229,8 +229,10 @@ class Queue:
         return bulk.purge(self.store, filter, dry_run)
 
     def move(self, filter: JobFilter, *, to: str, dry_run: bool = False) -> bulk.BulkResult:
-        """Move the ready, scheduled and dead jobs matching ``filter`` to queue ``to``."""
-        return bulk.move(self.store, Queue(to, client=self.client).store, filter, dry_run)
+        """Move the ready, scheduled and dead jobs matching ``filter`` to queue ``to`` (a
+        sharded one: each job to the shard its group, lock or id routes it to)."""
+        return bulk.move(self.store, bulk.move_target(self.client, self.name, to), filter,
+                         dry_run)  # fmt: skip
 
     def retry_dead(
         self, filter: JobFilter, *, reset_attempts: bool = False, dry_run: bool = False

@@ -92,7 +92,15 @@ def add(client: Any, queue: str, schedule: Schedule, code_names: set[str]) -> bo
             f"Periodic {schedule.name!r}: a schedule given in code (app.periodic or "
             "--periodic) holds this name on queue " + queue
         )
+    store.forget_moved(client, queue, schedule.name)  # a mark a reshard left: start afresh
     return store.put(client, queue, schedule.name, schedule.record())
+
+
+def code_names(state: dict[str, Any], runtime: list[Schedule]) -> set[str]:
+    """The names schedules given in code hold: those with a cursor (``state``: the
+    queue's ``periodic_state``) that are no runtime schedule nor one moved away."""
+    return {name for name, (rule, *_) in state.items() if rule != store.MOVED} - {
+        s.name for s in runtime}
 
 
 def set_paused(client: Any, queue: str, name: str, paused: bool) -> None:

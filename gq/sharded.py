@@ -13,11 +13,11 @@ balancer moves to the demand (gq/store/shard_limits.py, gq/worker/shard_limits.p
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gq import events as job_events
-from gq import sharded_reads
+from gq import schedules, sharded_reads
 from gq.errors import ConfigurationError
 from gq.history import HistoryPage
 from gq.jobfilter import JobFilter
@@ -25,10 +25,11 @@ from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.queue import UNCHANGED, Queue, Rate, flow_report
 from gq.queue import _limit_changes as limit_changes
 from gq.sharded_jobs import ShardedIds, ShardedJobs
+from gq.store import schedules as periodic_store
 from gq.store.admin import Entry, FlowState
 from gq.store.config import resolve_client
 from gq.store.locate import locate
-from gq.store.reshard import reshard, retire, serving_or_given
+from gq.store.reshard import Serving, reshard, retire, serving, serving_or_given
 from gq.store.shard_limits import merged_flow, queue_limits, set_queue_limits
 from gq.store.shards import check_shards
 from gq.tasks import groups
@@ -173,6 +174,50 @@ class ShardedQueue(ShardedJobs, Queue):
             raise ConfigurationError(f"no consumer {consumer_id!r} is registered on {self.name}")
         return sum(s.recover_consumer(consumer_id, force=force) for s in registered)
 
+    # -- periodic schedules at runtime, each on its name's shard (issue 35) ---------------
+    # (gq/schedules.py; the shard as gq/worker/arguments.py periodic_on_shards puts a code
+    # schedule: one cursor, so each occurrence is enqueued once by the consumers, which
+    # serve every shard; gq/store/reshard.py settle moves them on a reshard.)
+
+    def add_periodic(self, name: str, task: str, *, cron: str | None = None,
+                     every: int | None = None, args: list[Any] | None = None,
+                     kwargs: dict[str, Any] | None = None, tz: str = "UTC") -> bool:  # fmt: skip
+        """``Queue.add_periodic`` on the shard that keeps ``name``, else on the one its name
+        routes to in the current layout; a name a code schedule holds on any shard is
+        refused."""
+        found = schedules.Schedule(name, task, cron, every, list(args or []),
+                                   dict(kwargs or {}), tz)  # fmt: skip
+        served = self._served()
+        home = periodic_store.holder(self.client, served.queues, name)
+        code = schedules.code_names(self.store.periodic_state(), self.periodic_schedules())
+        return schedules.add(self.client, home or served.current.for_key(name), found, code)
+
+    def pause_periodic(self, name: str) -> None:
+        schedules.set_paused(self.client, self._holder(name), name, True)
+
+    def resume_periodic(self, name: str) -> None:
+        schedules.set_paused(self.client, self._holder(name), name, False)
+
+    def remove_periodic(self, name: str) -> bool:
+        return schedules.remove(self.client, self._holder(name), name)
+
+    def periodic_schedules(self) -> list[schedules.Schedule]:
+        """The runtime schedules of every shard, by name (each once)."""
+        found = {s.name: s for queue in reversed(self._served().queues)
+                 for s in schedules.listed(self.client, queue)}  # fmt: skip
+        return [found[name] for name in sorted(found)]
+
+    def _served(self) -> Serving:
+        """The shards Redis lists now (a reshard since this handle was made moves them)."""
+        return serving(self.client, self.name, len(self.layout.queues))
+
+    def _holder(self, name: str) -> str:
+        """The shard that keeps runtime schedule ``name`` (its name's, if none does: the
+        callers then find it missing there)."""
+        served = self._served()
+        found = periodic_store.holder(self.client, served.queues, name)
+        return found or served.current.for_key(name)
+
 
 def merged_stats(name: str, reports: list[dict[str, Any]],
                  consumers: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
@@ -269,6 +314,27 @@ class ShardedAdmin(ShardedIds):
     def scheduled_jobs(self, limit: int) -> list[Entry]:
         """Up to ``limit`` scheduled jobs of all shards, soonest first."""
         return _merged([admin.scheduled_jobs(limit) for admin in self._admins], limit, False)
+
+    # -- periodic schedules (issue 35): `gq periodic list|delete` over the shards ---------
+
+    def periodic_state(self) -> dict[str, tuple[str | None, int | None, int | None]]:
+        """Each schedule any shard knows, from the shard with its latest cursor (a
+        schedule moved by a reshard leaves a "moved" mark behind: not shown)."""
+        found: dict[str, tuple[str | None, int | None, int | None]] = {}
+        for admin in self._admins:
+            for name, state in admin.periodic_state().items():
+                seen = found.get(name)
+                if state[0] != periodic_store.MOVED and (seen is None or
+                                                         (state[1] or 0) > (seen[1] or 0)):
+                    found[name] = state
+        return dict(sorted(found.items()))
+
+    def delete_periodic(self, names: Sequence[str]) -> int:
+        """Forget the schedules on every shard; the count of names that were known."""
+        known = {name for admin in self._admins for name in admin.periodic_state()}
+        for admin in self._admins:
+            admin.delete_periodic(names)
+        return len(known & set(names))
 
 
 class _Named:

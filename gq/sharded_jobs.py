@@ -23,7 +23,7 @@ from gq.errors import ConfigurationError
 from gq.jobfilter import JobFilter
 from gq.jobsearch import SEARCH_STATES, FoundJob, SearchPage
 from gq.store.admin import Entry, QueueAdmin
-from gq.store.shards import Layout, declared
+from gq.store.shards import Layout
 
 if TYPE_CHECKING:
     from gq.queue import Queue
@@ -57,8 +57,10 @@ class ShardedJobs:
         return summed(s.purge(filter, dry_run=dry_run, everything=True) for s in self.shards)
 
     def move(self, filter: JobFilter, *, to: str, dry_run: bool = False) -> bulk.BulkResult:
-        """Move the matching jobs of every shard to plain queue ``to``."""
-        refuse_sharded_target(self.shards[0].client, to)
+        """Move the matching jobs of every shard to queue ``to`` (each job to its shard
+        there when ``to`` is sharded: ``bulk.move_target``)."""
+        if to == self.name:
+            raise ConfigurationError(f"cannot move jobs of {self.name} to the same queue")
         return summed(s.move(filter, to=to, dry_run=dry_run) for s in self.shards)
 
     def retry_dead(self, filter: JobFilter, *, reset_attempts: bool = False,
@@ -89,15 +91,6 @@ def summed(results: Any) -> bulk.BulkResult:
     every = list(results)
     return bulk.BulkResult(sum(r.matched for r in every), sum(r.done for r in every),
                            sum(r.conflicts for r in every))  # fmt: skip
-
-
-def refuse_sharded_target(client: Any, to: str) -> None:
-    """A move into a sharded queue would write to a plain queue no worker of it reads."""
-    if "{" not in to and declared(client, [to]):
-        raise ConfigurationError(
-            f"{to!r} is a sharded queue: moving jobs into one is not built; move them to "
-            "one of its shards (gq stats --queue Q --shards names them)"
-        )
 
 
 # -- the merged search ----------------------------------------------------------------

@@ -19,7 +19,6 @@ from gq.errors import ConfigurationError
 from gq.jobfilter import STATES, JobFilter
 from gq.jobsearch import FoundJob
 from gq.queue import Queue
-from gq.sharded_jobs import refuse_sharded_target
 
 FILTER_HELP = """\
 filters (each narrows; ages count from the enqueue, a dead job's from its death):
@@ -124,7 +123,6 @@ def move(args: argparse.Namespace, queue: Queue) -> int:
     if args.to == queue.name:
         raise CliError(EXIT_USAGE, f"cannot move jobs of {queue.name} to the same queue")
     jobfilter = _existing(queue, filter_of(args))
-    _guarded(lambda: refuse_sharded_target(queue.client, args.to))
     _confirmed(args, queue, jobfilter, f"move every ready, scheduled and dead job to {args.to}")
     result = _guarded(lambda: queue.move(jobfilter, to=args.to, dry_run=args.dry_run))
     code = _report(args, result, "move", "moved")

@@ -10,6 +10,12 @@ being refused. ``retire`` drops the old layout once ``GRACE`` seconds passed sin
 reshard (every producer has looked since) and every shard only the old layout has holds
 no job at all (its data hash is empty: nothing ready, scheduled, in flight, dead or
 waiting in a group).
+
+Periodic schedules added at runtime live on the shard their name routes to in the current
+layout (gq/sharded.py): ``reshard`` moves each to its shard in the new layout, and
+``retire`` moves any still on another shard (one added through a handle that had not seen
+the reshard) before the old layout is dropped, so that none is left on a shard no
+consumer serves (``settle``; docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from typing import Any
 import redis
 
 from gq.errors import ConfigurationError
-from gq.store.base import as_text
+from gq.store import schedules
+from gq.store.base import ScriptedQueue, as_text
 from gq.store.keys import QueueKeys, sharded_key
 from gq.store.shards import Layout, check_shards, layout
 
@@ -109,7 +116,9 @@ def reshard(client: Any, name: str, count: int) -> Serving:
         "shards": count, "queues": " ".join(plan.queues), "resharded_at": f"{now:.3f}",
         "history": " ".join(map(str, counts)),
     })  # fmt: skip
-    return Serving(plan, layout(name, old), now)
+    moved = Serving(plan, layout(name, old), now)
+    settle(client, moved)
+    return moved
 
 
 def leftovers(client: Any, queues: tuple[str, ...]) -> dict[str, int]:
@@ -130,5 +139,20 @@ def retire(client: Any, name: str, *, grace: float = GRACE) -> bool:
         return False
     if any(leftovers(client, found.draining).values()):
         return False
+    settle(client, found)  # before the old shards are dropped: a crash retries it
     client.hdel(sharded_key(name), "previous", "previous_queues", "resharded_at")
     return True
+
+
+def settle(client: Any, found: Serving) -> int:
+    """Move every runtime periodic schedule of the shards ``found`` serves to the shard
+    its name routes to in the current layout; how many moved."""
+    moved = 0
+    for queue, names in schedules.names_on(client, found.queues).items():
+        for name in names:
+            home = found.current.for_key(name)
+            if home != queue:
+                now = ScriptedQueue(client, queue).server_time()
+                schedules.relocate(client, queue, home, name, now)
+                moved += 1
+    return moved
