@@ -133,6 +133,54 @@ def test_a_consumer_enqueues_nothing_after_a_pause_or_removal_before_it_reads_ag
         assert "rt" not in q.store.periodic_state()
 
 
+def serve_until(backend: Backend, ran: list[str], enough: Any) -> None:
+    """A consumer of the queue, run until ``enough()`` (ids of the jobs run into ``ran``)."""
+    consumer = gq.Consumer(backend.queue, client=backend.client(), heartbeat_poll_interval=1)
+    worker = gevent.spawn(consumer.run, lambda job: ran.append(job.id))
+    try:
+        wait_until(enough, 20, message="occurrences")
+    finally:
+        consumer.stop()
+        assert worker.get(timeout=15) is None
+
+
+def wait_server_seconds(q: gq.Queue, seconds: float) -> float:
+    """Wait until the server's clock has moved ``seconds`` on; when the wait began."""
+    began = q.store.server_time()
+    wait_until(lambda: q.store.server_time() >= began + seconds, 10)
+    return began
+
+
+def test_a_restarted_worker_goes_on_from_the_cursor_as_with_a_code_schedule(
+    backend: Backend,
+) -> None:
+    # A deploy restarts every worker: the occurrences due meanwhile (within the late
+    # limit of 10 s) are enqueued, one each, as a schedule given in code's are.
+    q = queue_of(backend)
+    q.add_periodic("rt", "stamp", every=1, args=["rt"])
+    ran: list[str] = []
+    serve_until(backend, ran, lambda: len(ran) >= 2)
+    wait_server_seconds(q, 2.5)  # two due, no worker
+    serve_until(backend, ran, lambda: len(ran) >= 5)
+    assert_consecutive(ran)  # none skipped over the restart
+
+
+def test_a_worker_started_after_a_resume_does_not_catch_up_what_was_paused(
+    backend: Backend,
+) -> None:
+    q = queue_of(backend)
+    q.add_periodic("rt", "stamp", every=1, args=["rt"])
+    ran: list[str] = []
+    serve_until(backend, ran, lambda: len(ran) >= 2)
+    q.pause_periodic("rt")
+    wait_server_seconds(q, 2.5)  # two due, paused
+    q.resume_periodic("rt")
+    resumed_at = q.store.server_time()
+    before = len(ran)
+    serve_until(backend, ran, lambda: len(ran) > before)  # a worker that never saw the pause
+    assert min(occurrence_of(i) for i in ran[before:]) > resumed_at - 1  # (before: caught up)
+
+
 def test_gq_periodic_refuses_bad_input_with_exit_2(redis_server: RedisServer) -> None:
     env = env_for(redis_server.url, "periodic-cli-bad")
     base = ["periodic", "add", "--name", "x", "--task", "t"]

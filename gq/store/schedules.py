@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gq.store.base import as_text
+from gq.store.base import ScriptedQueue, as_text
 from gq.store.keys import QueueKeys
 
 
@@ -21,11 +21,23 @@ def exists(client: Any, queue: str, name: str) -> bool:
 
 
 def set_paused(client: Any, queue: str, name: str, paused: bool) -> None:
-    key = QueueKeys(queue).periodic_paused
+    """Pause or resume ``name``. What came due while paused is not caught up: a resume
+    moves its cursor to now before the pause is lifted (while paused, periodic.lua
+    writes no cursor: no race with it)."""
+    k = QueueKeys(queue)
+    cursor = None if paused else client.hget(k.periodic, name)
+    if cursor is not None:
+        now = int(ScriptedQueue(client, queue).server_time())  # (its master's clock)
+        if int(cursor) < now:
+            client.hset(k.periodic, name, now)
+    _mark_paused(client, k, name, paused)
+
+
+def _mark_paused(client: Any, keys: QueueKeys, name: str, paused: bool) -> None:
     if paused:
-        client.hset(key, name, "1")
+        client.hset(keys.periodic_paused, name, "1")
     else:
-        client.hdel(key, name)
+        client.hdel(keys.periodic_paused, name)
 
 
 def remove(client: Any, queue: str, name: str) -> bool:
@@ -92,7 +104,7 @@ def relocate(client: Any, source: str, target: str, name: str, server_now: float
                 client.hdel(key, name)
             else:
                 client.hset(key, name, value)
-        set_paused(client, target, name, paused is not None)
+        _mark_paused(client, t, name, paused is not None)  # (its cursor as it was)
         client.hset(t.periodic_runtime, name, record)
     # Ahead of now on the source: a consumer still running it there hears "done".
     client.hset(s.periodic, name, int(server_now) + MOVED_HOLD)
