@@ -366,9 +366,8 @@ def not_registered(exc: redis.ResponseError) -> bool:
 @dataclass(frozen=True)
 class PeriodicOccurrence:
     """What a consumer proposes to enqueue: schedule ``name``'s occurrence ``at`` (unix
-    seconds), the occurrence after it, the job, the rule text and the catch-up limit;
-    ``runtime`` for a schedule added at runtime (enqueued only while it is kept and not
-    paused)."""
+    seconds), the occurrence after it, the job, the rule text, the catch-up limit, and
+    ``runtime`` for one added at runtime (enqueued only while kept and not paused)."""
 
     name: str
     at: int
