@@ -6,6 +6,7 @@ means the same jobs in the library, here and in the dashboard."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -150,7 +151,7 @@ def by_filter(args: argparse.Namespace, queue: Queue, state: str, verb: str) -> 
         result = _guarded(lambda: queue.run_scheduled(jobfilter, dry_run=args.dry_run))
         return _report(args, result, "run", "queued")
     if state == "scheduled":
-        scheduled = JobFilter(**{**jobfilter.__dict__, "states": ("scheduled",)})
+        scheduled = dataclasses.replace(jobfilter, states=("scheduled",))
         result = _guarded(lambda: queue.purge(scheduled, dry_run=args.dry_run))
         return _report(args, result, "delete", "deleted")
     if verb == "retry":
