@@ -18,6 +18,7 @@ from selenium.webdriver.support.ui import Select
 
 import gq
 from gq import dashboard
+from tests.browser_pages import flash, follow, page, stale
 from tests.bulk_support import Jobs
 from tests.dashboard_support import Http, browser_session, serving
 from tests.helpers import RedisServer, delete_keys, wait_until
@@ -53,38 +54,6 @@ def found(browser: Any) -> list[str]:
     return [r.get_attribute("data-job") for r in browser.find_elements(By.CSS_SELECTOR, "tr.job")]
 
 
-def page(browser: Any) -> Any:
-    """The page shown now (its <html>), to tell when a click has replaced it."""
-    return browser.find_element(By.TAG_NAME, "html")
-
-
-def follow(browser: Any, element: Any) -> None:
-    """Click a link or a form's button and wait until the next page has replaced this one."""
-    before = page(browser)
-    element.click()
-    wait_until(lambda: _stale(before), 10, message="the next page")
-
-
-def flash(browser: Any, before: Any) -> str:
-    """The flash message of the page that replaced `before`.
-
-    Read too early, the old page's flash (or its element, gone stale as the new page
-    arrives) would be read instead.
-    """
-    wait_until(lambda: _stale(before), 10, message="the next page")
-    return str(wait_until(lambda: _flash_text(browser), 10, message="a flash message"))
-
-
-def _flash_text(browser: Any) -> str | None:
-    from selenium.common.exceptions import StaleElementReferenceException
-
-    try:
-        shown = browser.find_elements(By.CSS_SELECTOR, ".flash")
-        return str(shown[0].text) if shown else None
-    except StaleElementReferenceException:
-        return None
-
-
 def search(browser: Any, **fields: str) -> None:
     form = browser.find_element(By.ID, "search")
     for name, value in fields.items():
@@ -95,17 +64,7 @@ def search(browser: Any, **fields: str) -> None:
             box.clear()
             box.send_keys(value)
     form.find_element(By.XPATH, ".//button[text()='Search']").click()
-    wait_until(lambda: _stale(form), 10, message="the search's page")
-
-
-def _stale(element: Any) -> bool:
-    from selenium.common.exceptions import StaleElementReferenceException
-
-    try:
-        element.is_enabled()
-    except StaleElementReferenceException:
-        return True
-    return False
+    wait_until(lambda: stale(form), 10, message="the search's page")
 
 
 def dead(jobs: Jobs) -> set[str]:

@@ -14,6 +14,7 @@ from selenium.webdriver.common.by import By
 
 import gq
 from gq import dashboard
+from tests.browser_pages import flash, page
 from tests.dashboard_support import chromium, serving
 from tests.helpers import Backend
 from tests.silent_support import LIVE, SILENT, one_live_one_silent
@@ -85,8 +86,9 @@ def test_recover_now_on_a_silent_consumers_row_hands_its_jobs_back(
         live = browser.find_element(By.CSS_SELECTOR, f'tr[data-consumer="{LIVE}"]')
         assert live.find_elements(By.CSS_SELECTOR, "form[data-recover]") == []
         silent = browser.find_element(By.CSS_SELECTOR, f'tr[data-consumer="{SILENT}"]')
+        before = page(browser)
         silent.find_element(By.CSS_SELECTOR, "form[data-recover] button").click()
-        flash = browser.find_element(By.CSS_SELECTOR, ".flash").text
-        assert flash == "3 job(s) of the consumer handed back to the queue."
+        shown = flash(browser, before)
+        assert shown == "3 job(s) of the consumer handed back to the queue."
     assert sorted(client.lrange(keys.active, 0, -1)) == [b"job-1", b"job-2", b"job-3"]
     assert client.zscore(keys.consumers, keys.inflight(SILENT)) is None

@@ -82,7 +82,6 @@ def test_one_page_merges_the_shards_newest_first_and_its_cursor_loses_nothing(
 
 
 def test_a_page_with_nothing_left_on_any_shard_has_no_cursor(client: Any, name: str) -> None:
-    gq.Producer(name, client=client, shards=3).perform(b"declares the layout")
     queue = gq.Queue(name, client=client, shards=3)
     assert queue.history(limit=5).cursor is None  # (before: "shards:,,", for ever)
     _finished(client, name, 6)
