@@ -6,7 +6,6 @@ master copies then deletes; `gq move` does the same as a user runs it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from redis.crc import key_slot
@@ -19,18 +18,12 @@ from gq.store.groupkeys import group_keys
 from tests.bulk_support import Jobs
 from tests.cli_support import ADMIN, env_for, run
 from tests.queue_sides import BothSides
-from tests.topologies import Cluster, start_cluster, tags_on_each_master
+from tests.topologies import Cluster, module_cluster, tags_on_each_master
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.real_redis]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    started = start_cluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        yield started
-    finally:
-        started.stop()
+cluster = module_cluster  # (a fixture: a Cluster of 3 masters for this module)
 
 
 def test_bulk_actions_run_on_a_cluster_in_one_slot_and_across_slots(cluster: Cluster) -> None:

@@ -4,7 +4,6 @@ scripts that write it declare it (a key outside them would be refused)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import gevent
 import pytest
@@ -15,18 +14,12 @@ from gq.store.connection import client_from_url
 from gq.store.keys import QueueKeys
 from tests.helpers import wait_until
 from tests.queue_sides import BothSides
-from tests.topologies import Cluster, start_cluster
+from tests.topologies import Cluster, module_cluster
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.real_redis]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    started = start_cluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        yield started
-    finally:
-        started.stop()
+cluster = module_cluster  # (a fixture: a Cluster of 3 masters for this module)
 
 
 def test_a_worker_on_a_cluster_writes_the_events_of_its_jobs(cluster: Cluster) -> None:

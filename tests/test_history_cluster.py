@@ -6,7 +6,6 @@ read back from there."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from redis.crc import key_slot
@@ -15,18 +14,12 @@ import gq
 from gq.store.connection import client_from_url
 from gq.store.jobs import RedisQueue
 from tests.queue_sides import BothSides
-from tests.topologies import Cluster, start_cluster, tags_on_each_master
+from tests.topologies import Cluster, module_cluster, tags_on_each_master
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.real_redis]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    started = start_cluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        yield started
-    finally:
-        started.stop()
+cluster = module_cluster  # (a fixture: a Cluster of 3 masters for this module)
 
 
 def test_the_history_is_written_and_read_in_the_queue_s_slot(cluster: Cluster) -> None:

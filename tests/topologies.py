@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -371,3 +371,15 @@ def start_tls_server(root: Path, certs: dict[str, Path]) -> Node:
             raise AssertionError(f"TLS redis-server did not start; log:\n{node.log}")
         gevent.sleep(0.05)
     return node
+
+
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A Cluster of 3 masters for one test module (named ``cluster`` where it is used:
+    ``cluster = module_cluster``)."""
+    started = start_cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
