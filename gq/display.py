@@ -3,6 +3,7 @@ short ages, relative and clock times (far times and infinities included), strict
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime, timezone, tzinfo
 from typing import Any
@@ -79,3 +80,22 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [json_safe(item) for item in value]
     return value
+
+
+def json_default(value: Any) -> Any:
+    """JSON for the values MessagePack has and JSON lacks: bytes (as text where they are
+    UTF-8, else their repr) and datetimes (ISO 8601)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return repr(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return repr(value)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as strict JSON text, its MessagePack-only values made plain (a task's
+    arguments as they were sent)."""
+    return json.dumps(json_safe(value), ensure_ascii=False, default=json_default)

@@ -56,6 +56,7 @@ class HistoryEntry:
     error: str | None  # a dead job's last error, cut to ERROR_CHARS
     result_kept: bool  # gq job ID / the dashboard's result page has it
     shard: str | None = None  # the shard it ended on, on a sharded queue's page
+    call: tuple[list[Any], dict[str, Any]] | None = None  # a task's arguments as sent
 
     @property
     def duration(self) -> float | None:
@@ -71,6 +72,11 @@ class HistoryEntry:
         """Its fields and durations (``shard`` only on a sharded queue's page)."""
         shown = {k: v for k, v in self.__dict__.items() if k != "shard" or v is not None}
         return {**shown, "duration": self.duration, "total": self.total}
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``--json`` prints: ``args`` and ``kwargs`` as the task was called (None for
+        a byte job or a message not kept), ``args_text`` as the table shows them."""
+        return jobsearch.call_fields(self.as_dict())
 
 
 @dataclass(frozen=True)
@@ -219,6 +225,7 @@ def _entry(c: Ended, record: Any, shard: str | None) -> HistoryEntry:
         enqueued_at=c.enqueued_at, started_at=record.started if this_run else None,
         finished_at=float(c.score or 0.0), attempts=None if job is None else job.attempt + c.ran,
         error=None if error is None else error[:ERROR_CHARS], result_kept=kept, shard=shard,
+        call=shown.call if shown else None,
     )  # fmt: skip
 
 
@@ -238,4 +245,5 @@ def _found(e: HistoryEntry) -> jobsearch.FoundJob:
     return jobsearch.FoundJob(
         id=e.id, state=e.state, task=e.task, args=e.args or "", attempt=e.attempts,
         enqueued_at=e.enqueued_at, due_at=None, died_at=e.finished_at, error=e.error, group=None,
+        call=e.call,
     )  # fmt: skip

@@ -77,9 +77,15 @@ class FoundJob:
     died_at: float | None
     error: str | None
     group: str | None
+    call: tuple[list[Any], dict[str, Any]] | None = None  # a task's arguments as sent
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``--json`` prints: a task's ``args`` and ``kwargs`` as it was called (None
+        for a byte job), and ``args_text`` as the table shows them (a byte job's data)."""
+        return call_fields(self.as_dict())
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,15 @@ def found_job(c: Candidate) -> FoundJob:
         died_at=c.score if c.state == "dead" else None,
         error=c.error if c.message is not None else "no message stored",
         group=c.group,
+        call=None if c.envelope is None else (list(c.envelope.args), dict(c.envelope.kwargs)),
     )
+
+
+def call_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's ``call`` as JSON's ``args`` and ``kwargs``, its text as ``args_text``."""
+    call, text = row.pop("call"), row.pop("args")
+    args, kwargs = (None, None) if call is None else call
+    return {**row, "args": args, "kwargs": kwargs, "args_text": text}
 
 
 def _bytes_text(job: Any) -> str:

@@ -8,6 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timezone
 
 import pytest
 
@@ -52,6 +53,22 @@ def test_gq_jobs_lists_matching_jobs_as_a_table_and_as_json(
     assert all(
         {"id", "task", "state", "args", "enqueued_at", "due_at", "died_at"} <= set(j) for j in found
     )
+    # (the arguments as the task was called, for scripts; as the table shows them beside)
+    dead = next(job for job in found if job["id"] == acme)
+    assert (dead["args"], dead["kwargs"]) == (["a@x"], {"tenant": "acme"})
+    assert dead["args_text"] == "'a@x', tenant='acme'"
+
+
+def test_gq_jobs_json_gives_arguments_json_lacks_as_text(
+    w: Jobs, redis_server: RedisServer
+) -> None:
+    made = w.ready("app.t", b"caf\xc3\xa9", b"\xff", when=datetime(2026, 1, 2, tzinfo=timezone.utc))
+    code, out, err = gq_cmd(w, redis_server, "jobs", "--json")
+    assert code == 0, err
+    [job] = json.loads(out)
+    assert job["id"] == made
+    assert job["args"] == ["café", "b'\\xff'"]
+    assert job["kwargs"] == {"when": "2026-01-02T00:00:00+00:00"}
 
 
 def test_gq_jobs_pages_with_a_cursor(w: Jobs, redis_server: RedisServer) -> None:

@@ -54,7 +54,8 @@ def test_gq_history_lists_finished_jobs_as_a_table_and_json(
     rows = {r["id"]: r for r in json.loads(out)}
     assert set(rows) == {sent, other}
     assert rows[sent]["task"] == "app.send" and rows[sent]["state"] == "done"
-    assert "tenant='acme'" in rows[sent]["args"] and rows[sent]["attempts"] == 1
+    assert (rows[sent]["args"], rows[sent]["kwargs"]) == (["a@x"], {"tenant": "acme"})
+    assert "tenant='acme'" in rows[sent]["args_text"] and rows[sent]["attempts"] == 1
     assert {"enqueued_at", "started_at", "finished_at", "duration"} <= set(rows[sent])
     code, out, err = gq_cmd(w, redis_server, "jobs", "--state", "finished", "--json")
     assert code == 0, err

@@ -15,7 +15,7 @@ from gq.bulk import BulkResult
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
 from gq.cli.common import CliError, Parser, duration, positive_int, subcommand, unix_time
 from gq.cli.formatting import ERROR_CHARS, shorten, table
-from gq.display import json_safe, local_time, relative
+from gq.display import json_text, local_time, relative
 from gq.errors import ConfigurationError
 from gq.jobfilter import STATES, JobFilter
 from gq.jobsearch import FoundJob
@@ -82,7 +82,7 @@ def jobs(args: argparse.Namespace, queue: Queue) -> int:
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
     if args.json:
-        print(json.dumps([json_safe(job.as_dict()) for job in page.jobs], ensure_ascii=False))
+        print(json_text([job.as_json() for job in page.jobs]))
     elif not page.jobs:
         print(f"no matching jobs on queue {queue.name}")
     else:

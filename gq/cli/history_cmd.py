@@ -4,14 +4,13 @@ filter flags of ``gq jobs``; ``--set-max`` and ``--set-ttl`` change its bounds."
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
 from gq.cli.bulk_cmd import add_filter_flags, filter_of
 from gq.cli.common import CliError, Parser, duration, positive_int, subcommand
 from gq.cli.formatting import ERROR_CHARS, shorten, table
-from gq.display import json_safe, local_time, relative
+from gq.display import json_text, local_time, relative
 from gq.errors import ConfigurationError
 from gq.history import HistoryEntry, HistoryPage
 from gq.jobfilter import JobFilter
@@ -28,7 +27,7 @@ def history(args: argparse.Namespace, queue: Queue) -> int:
     jobfilter = filter_of(args)
     page = _read(queue, jobfilter, args)
     if args.json:
-        print(json.dumps([json_safe(e.as_dict()) for e in page.entries], ensure_ascii=False))
+        print(json_text([e.as_json() for e in page.entries]))
     elif not page.entries:
         print(f"no matching finished jobs on queue {queue.name}")
     else:

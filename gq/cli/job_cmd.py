@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from gq.cli import EXIT_FATAL, EXIT_OK
 from gq.cli.common import Parser, subcommand
-from gq.display import json_safe, local_time
+from gq.display import json_text, local_time
 from gq.queue import Queue
 from gq.sharded import ShardedQueue
 from gq.tasks.jobview import job_view
@@ -30,7 +29,7 @@ def show(args: argparse.Namespace, queue: Queue) -> int:
     shard = queue.shard_of(args.id) if isinstance(queue, ShardedQueue) else queue
     view = job_view(shard.store, args.id)
     if args.json:
-        sys.stdout.write(json.dumps(json_safe(view), ensure_ascii=False, default=_plain) + "\n")
+        sys.stdout.write(json_text(view) + "\n")
     else:
         sys.stdout.write(render(view))
     return EXIT_FATAL if view["status"] == "missing" else EXIT_OK
@@ -48,19 +47,6 @@ def render(view: dict[str, Any]) -> str:
         elif key in _TIMES:
             value = local_time(float(value))
         elif not isinstance(value, str):
-            value = json.dumps(json_safe(value), ensure_ascii=False, default=_plain)
+            value = json_text(value)
         lines.append(f"{key + ':':<10} {value}")
     return "\n".join(lines) + "\n"
-
-
-def _plain(value: Any) -> Any:
-    """JSON for the values MessagePack has and JSON lacks: bytes (as text where they are
-    UTF-8, else their repr) and datetimes (ISO 8601)."""
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return repr(value)
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return repr(value)
