@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from gq import job as jobs
 from gq.errors import ConfigurationError, EnvelopeError
@@ -34,6 +34,13 @@ STATES = ("ready", "scheduled", "dead", "running", "finished")
 HISTORY_STATES = ("done", "cancelled")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h|d|w)?\s*$")
+
+
+class Named(Protocol):
+    """A task as ``JobFilter.naming`` reads it (``gq.Task``)."""
+
+    @property
+    def positional_names(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,9 @@ class JobFilter:
     ids: tuple[str, ...] = ()  # exactly these ids (a selection: the dashboard's checkboxes)
     older_than: float | None = None  # seconds
     newer_than: float | None = None  # seconds
+    #: (task name, its positional parameters' names): an ``args`` key that names one of
+    #: them matches a task called with that argument by position too (``naming``)
+    parameters: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         known = STATES + HISTORY_STATES
@@ -80,6 +90,12 @@ class JobFilter:
             newer_than=None if newer_than is None else parse_duration(newer_than),
             **given,
         )
+
+    def naming(self, tasks: Mapping[str, Named]) -> JobFilter:
+        """This filter knowing the tasks' parameters (``app.tasks``), so that
+        ``tenant=acme`` also matches ``send("acme")`` of ``def send(tenant)``."""
+        named = tuple((name, task.positional_names) for name, task in tasks.items())
+        return replace(self, parameters=named)
 
     def narrows(self) -> bool:
         """Whether anything but the states narrows it (``--yes`` is needed otherwise)."""
@@ -124,8 +140,9 @@ class JobFilter:
         and value (MessagePack writes text as it is): most jobs are passed over without
         decoding (a search of 100,000 jobs by tenant decodes the few that may match)."""
         needles = [self.task.encode()] if self.task and not _GLOB.search(self.task) else []
+        named = {name for _, names in self.parameters for name in names}
         for key, value in self.args:
-            needles += [] if key.isdigit() else [key.encode()]
+            needles += [] if key.isdigit() or key in named else [key.encode()]
             needles += [value.encode()] if isinstance(_json_value(value), str) else []
         return tuple(needles)
 
@@ -147,7 +164,14 @@ class JobFilter:
     def _args_match(self, job: Candidate) -> bool:
         if self.args_contains is not None and self.args_contains.lower() not in job.args_text:
             return False
-        return all(_pair_matches(job, key, value) for key, value in self.args)
+        places = self._positions.get(job.task or "", {})
+        return all(_pair_matches(job, key, value, places.get(key)) for key, value in self.args)
+
+    @cached_property
+    def _positions(self) -> dict[str, dict[str, int]]:
+        """Task name -> its positional parameters' places by name."""
+        return {task: {name: i for i, name in enumerate(names)}
+                for task, names in self.parameters}  # fmt: skip
 
 
 _GLOB = re.compile(r"[*?\[]")
@@ -159,8 +183,8 @@ def _name_matches(pattern: str, name: str | None) -> bool:
     return fnmatchcase(name, pattern) if _GLOB.search(pattern) else name == pattern
 
 
-def _pair_matches(job: Candidate, key: str, value: str) -> bool:
-    found = job.argument(key)
+def _pair_matches(job: Candidate, key: str, value: str, place: int | None) -> bool:
+    found = job.argument(key, place)
     if found is _MISSING:
         return False
     return bool(found == _json_value(value) or _plain(found) == value)
@@ -281,12 +305,15 @@ class Candidate:
         data = self.job.data if self.job is not None else b""
         return data.decode("utf-8", "surrogateescape").lower()
 
-    def argument(self, key: str) -> Any:
-        """The keyword argument ``key`` (or the positional one at index ``key``)."""
+    def argument(self, key: str, place: int | None = None) -> Any:
+        """The keyword argument ``key`` (or the positional one at index ``key``, or at
+        ``place``: the task's parameter of that name)."""
         if self.envelope is None:
             return _MISSING
         if key in self.envelope.kwargs:
             return self.envelope.kwargs[key]
-        if key.isdigit() and int(key) < len(self.envelope.args):
-            return self.envelope.args[int(key)]
+        if key.isdigit():
+            place = int(key)
+        if place is not None and place < len(self.envelope.args):
+            return self.envelope.args[place]
         return _MISSING

@@ -51,6 +51,31 @@ def test_search_finds_jobs_by_each_filter(backend: Backend) -> None:
     assert ids(q.jobs(JobFilter(args_contains="c@X"))) == {later}
 
 
+def test_a_filter_by_an_arguments_name_matches_calls_by_position_once_it_knows_the_task(
+    backend: Backend,
+) -> None:
+    app = gq.App(queue=backend.queue)
+
+    @app.task(name="app.send")
+    def send(to: str, tenant: str = "", *more: str, **extra: str) -> None: ...
+
+    q, w, _ = setup(backend)
+    by_position = w.ready("app.send", "a@x", "acme")
+    by_name = w.dead("app.send", "b@x", tenant="acme", error="x")
+    other_tenant = w.ready("app.send", "c@x", "beta")
+    too_short = w.ready("app.send", "d@x")  # (no second argument: no tenant to match)
+    unknown_task = w.ready("app.other", "e@x", "acme")  # (its parameters are not known)
+    acme = JobFilter(args=(("tenant", "acme"),))
+    assert ids(q.jobs(acme)) == {by_name}  # (by name only: the tasks are not known)
+    assert ids(q.jobs(acme.naming(app.tasks))) == {by_position, by_name}
+    assert ids(q.jobs(JobFilter(args=(("to", "c@x"),)).naming(app.tasks))) == {other_tenant}
+    assert ids(q.jobs(JobFilter(args=(("0", "d@x"),)).naming(app.tasks))) == {too_short}
+    assert unknown_task not in ids(q.jobs(acme.naming(app.tasks)))
+    assert send.positional_names == ("to", "tenant")
+    assert q.purge(acme.naming(app.tasks)).done == 1  # (the ready one; dead is not purged)
+    assert ids(q.jobs(JobFilter(states=("ready",)))) == {other_tenant, too_short, unknown_task}
+
+
 def test_a_found_job_shows_its_task_arguments_times_and_error(backend: Backend) -> None:
     q, w, _ = setup(backend)
     job_id = v7(3600)

@@ -13,8 +13,10 @@ import pytest
 
 import gq
 from gq.cli.app_flag import apply_app
-from tests.cli_support import ADMIN, env_for, run
+from tests.bulk_support import task_message
+from tests.cli_support import ADMIN, WORKER, env_for, run
 from tests.helpers import RedisServer, delete_keys
+from tests.queue_sides import BothSides
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -95,3 +97,42 @@ def test_the_dashboard_and_metrics_take_every_queue_the_app_names() -> None:
     chosen = argparse.Namespace(app="tests.cli_app:several", url=url, queues=["mine"])
     apply_app(chosen)
     assert chosen.queues == ["mine"]
+
+
+def test_gq_worker_takes_the_app_as_the_other_commands_do(
+    redis_server: RedisServer, queue: str
+) -> None:
+    env = _env(redis_server, queue)
+    store = BothSides(redis_server.client(), queue)
+    for given in (["--app", "tests.cli_app:app"], []):  # the flag, then $GQ_APP
+        job_id = str(uuid.uuid4())
+        assert store.push([(job_id, task_message(job_id, "tests.cli_app.send", "a@x"))]) == [True]
+        extra = {} if given else {"GQ_APP": "tests.cli_app:app"}
+        result = run(WORKER, *given, "--burst", env={**env, **extra})
+        assert result.returncode == 0, result.stderr
+        assert store.counts()["ready"] == 0 and store.counts()["dead"] == 0  # it ran
+
+
+def test_gq_worker_wants_one_handler(redis_server: RedisServer, queue: str) -> None:
+    env = _env(redis_server, queue)
+    both = run(WORKER, "tests.cli_app:app", "--app", "tests.cli_app:app", "--burst", env=env)
+    assert both.returncode == 2 and "give HANDLER or --app, not both" in both.stderr
+    neither = run(WORKER, "--burst", env=env)
+    assert neither.returncode == 2 and "HANDLER is required" in neither.stderr
+
+
+def test_a_filter_by_name_matches_calls_by_position_with_the_app(
+    redis_server: RedisServer, queue: str
+) -> None:
+    store = BothSides(redis_server.client(), queue)
+    sent = str(uuid.uuid4())
+    assert store.push([(sent, task_message(sent, "tests.cli_app.send", "a@x"))]) == [True]
+    env = _env(redis_server, queue)
+    plain = run(ADMIN, "jobs", "--url", redis_server.url, "--queue", queue, "--args", "to=a@x",
+                "--json", env=env)  # fmt: skip
+    assert plain.returncode == 0 and json.loads(plain.stdout) == []  # (send's names unknown)
+    named = run(ADMIN, "jobs", "--app", "tests.cli_app:app", "--args", "to=a@x", "--json", env=env)
+    assert named.returncode == 0, named.stderr
+    assert [job["id"] for job in json.loads(named.stdout)] == [sent]
+    purged = run(ADMIN, "purge", "--app", "tests.cli_app:app", "--args", "to=a@x", env=env)
+    assert purged.returncode == 0 and store.counts()["ready"] == 0, purged.stderr

@@ -98,6 +98,23 @@ def test_the_search_finds_jobs_by_args_and_state_and_links_each_to_its_page(site
     assert 'name="args" value="tenant=acme"' in reply.body
 
 
+def test_given_an_apps_tasks_the_search_by_name_finds_calls_by_position(backend: Backend) -> None:
+    app = gq.App(queue=backend.queue)
+
+    @app.task(name="app.send")
+    def send(to: str, tenant: str) -> None: ...
+
+    for site in serve(backend, tasks=app.tasks):
+        positional = site.jobs.dead("app.send", "a@x", "acme")
+        named = site.jobs.dead("app.send", "b@x", tenant="acme")
+        site.jobs.dead("app.send", "c@x", "beta")
+        assert set(rows(site.search(args="tenant=acme").body)) == {positional, named}
+        # A bulk action acts on what the search shows.
+        reply = site.act("delete:all", ("state", "dead"), ("args", "tenant=acme"))
+        assert "done=delete&n=2" in reply.headers["Location"]
+        assert len(site.dead()) == 1
+
+
 def test_the_search_pages_with_its_cursor_without_gaps_or_repeats(site: Site) -> None:
     made = {site.jobs.ready("app.page", i) for i in range(7)}
     site.jobs.ready("app.other", 99)

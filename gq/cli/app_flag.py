@@ -34,6 +34,7 @@ def apply_app(args: argparse.Namespace) -> None:
     if not spec:
         return
     app = load_app(spec)
+    args.loaded_app = app  # (its tasks name the positional arguments a filter matches)
     if args.url == DEFAULT_URL and not os.environ.get(ENV_URL):
         args.url = _app_url(app, spec)
     if "queues" in vars(args) and not args.queues:  # gq metrics: every queue the app names

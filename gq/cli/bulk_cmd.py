@@ -57,15 +57,18 @@ def add_action_flags(parser: argparse.ArgumentParser, *, confirm: bool = True) -
 
 
 def filter_of(args: argparse.Namespace) -> JobFilter:
-    """The filter the flags describe; a bad one exits 2 with its reason."""
+    """The filter the flags describe (knowing the tasks of ``--app``: ``--args
+    tenant=acme`` matches a call by position too); a bad one exits 2 with its reason."""
     try:
-        return JobFilter.parse(
+        jobfilter = JobFilter.parse(
             state=getattr(args, "state", []), args=args.args, older_than=args.older_than,
             newer_than=args.newer_than, task=args.task, group=args.group,
             args_contains=args.args_contains, error=args.error, id_prefix=args.id_prefix,
         )  # fmt: skip
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
+    app = getattr(args, "loaded_app", None)
+    return jobfilter if app is None or not jobfilter.args else jobfilter.naming(app.tasks)
 
 
 def filtered(args: argparse.Namespace) -> bool:

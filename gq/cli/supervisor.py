@@ -48,7 +48,7 @@ from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE, logs
 from gq.cli.common import CliError, open_queue
 from gq.cli.options import consumer_options
 from gq.cli.supervised import EXIT_RECYCLE, STOP_SIGNALS
-from gq.cli.worker_args import build_parser, load_handler, worker_queues
+from gq.cli.worker_args import load_handler, parse, worker_queues
 from gq.errors import ConfigurationError
 from gq.options import ConsumerOptions
 from gq.store.connection import redact_url
@@ -66,7 +66,7 @@ TICK = 1.0  # the longest the loop sleeps without a signal
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)  # bad usage exits 2 here
+    args = parse(argv)  # bad usage exits 2 here
     secrets = logs.url_secrets(args.url)
     logs.configure(args.log_level, args.log_format, secrets)
     try:

@@ -15,6 +15,7 @@ import redis
 
 import gq
 from gq.cli import ENV_QUEUE, ENV_URL, EXIT_CODES_HELP, EXIT_USAGE, logs, metrics_cmd
+from gq.cli.app_flag import ENV_APP
 from gq.cli.common import (
     CliError,
     Parser,
@@ -44,6 +45,20 @@ running jobs stay in flight and another worker recovers them (exit code 1).
 """
 
 
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """gq-worker's arguments, HANDLER resolved from ``--app`` or $GQ_APP where not given
+    (bad usage exits 2 here)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.handler and args.app:
+        parser.error(f"give HANDLER or --app, not both ({args.handler} and {args.app})")
+    args.handler = args.handler or args.app or os.environ.get(ENV_APP)
+    if not args.handler:
+        parser.error(f"HANDLER is required (package.module:function or package.module:app; "
+                     f"or --app, or ${ENV_APP})")  # fmt: skip
+    return args
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="gq-worker",
@@ -56,7 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "handler",
         metavar="HANDLER",
+        nargs="?",
         help="package.module:function to call, or package.module:app for a gq.App's tasks",
+    )
+    parser.add_argument(
+        "--app",
+        metavar="MODULE:APP",
+        help=f"a gq.App to run, as the other gq commands name it: the same as giving it as "
+        f"HANDLER; default ${ENV_APP} when no HANDLER is given",
     )
     add_connection_flags(parser, several_queues=True)
     _add_name_flag(parser)

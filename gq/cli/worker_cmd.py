@@ -31,8 +31,8 @@ from gq.cli.options import consumer_options
 from gq.cli.periodic_cmd import load_schedules
 from gq.cli.supervised import Child, check_flags, child_for  # a child of --processes
 from gq.cli.worker_args import (
-    build_parser,
     load_handler,
+    parse,
     worker_name,
     worker_queues,
     worker_shards,
@@ -48,7 +48,7 @@ log = logging.getLogger("gq.worker")
 
 
 def run(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # bad usage exits 2 here
+    args = parse(argv)  # bad usage exits 2 here
     secrets = logs.url_secrets(args.url)
     logs.configure(args.log_level, args.log_format, secrets)
     try:
@@ -83,7 +83,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _consumer(
-    args: argparse.Namespace, queue: str | list[str] | dict[str, int], periodic: list[Periodic],
+    args: argparse.Namespace,
+    queue: str | list[str] | dict[str, int],
+    periodic: list[Periodic],
     shards: dict[str, int] | None = None,
 ) -> gq.Consumer:
     """The consumer the flags describe (exit 2 for a bad option, 3 if Redis is refused)."""

@@ -7,13 +7,14 @@ Needs the ``dashboard`` extra (Jinja2): ``pip install 'gq[dashboard]'``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 
 if TYPE_CHECKING:
     from gq.dashboard.application import Dashboard
+    from gq.jobfilter import Named
 
 ENV_AUTH = "GQ_DASHBOARD_AUTH"
 ENV_SECRET = "GQ_DASHBOARD_SECRET"
@@ -30,6 +31,7 @@ def app(
     allowed_hosts: Iterable[str] | None = None,
     consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT,
     refresh: float = 5.0,
+    tasks: Mapping[str, Named] | None = None,
 ) -> Dashboard:
     """The dashboard as a WSGI application, on Redis at ``url`` (or on ``client``).
 
@@ -37,7 +39,9 @@ def app(
     ``$GQ_DASHBOARD_AUTH``); ``secret``: signs CSRF tokens (default
     ``$GQ_DASHBOARD_SECRET``, else random per process); ``allowed_hosts``: Host names
     answered (None: any); ``consumer_timeout``: silence after which a consumer is dead;
-    ``refresh``: seconds between live updates (0: off). See docs/dashboard.md.
+    ``refresh``: seconds between live updates (0: off); ``tasks``: an app's (``app.tasks``),
+    so that a search by an argument's name finds the calls that gave it by position.
+    See docs/dashboard.md.
     """
     from gq.dashboard.application import Dashboard
     from gq.dashboard.security import BasicAuth
@@ -53,6 +57,7 @@ def app(
         allowed_hosts=allowed_hosts,
         consumer_timeout=consumer_timeout,
         refresh=refresh,
+        tasks=tasks or {},
     )
 
 

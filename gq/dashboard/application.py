@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Callable
 
 import redis
@@ -35,6 +35,7 @@ from gq.dashboard.security import (
     host_allowed,
 )
 from gq.errors import ConfigurationError
+from gq.jobfilter import Named
 from gq.options import DEFAULT_CONSUMER_TIMEOUT
 from gq.queue import Queue
 from gq.store.admin import registered_queues
@@ -94,8 +95,10 @@ class Dashboard:
         allowed_hosts: Iterable[str] | None = None,
         consumer_timeout: float = DEFAULT_CONSUMER_TIMEOUT,
         refresh: float = 5.0,
+        tasks: Mapping[str, Named] | None = None,
     ) -> None:
         self.client = client
+        self.tasks: Mapping[str, Named] = tasks or {}
         self.explicit = list(dict.fromkeys(queues))
         self.read_only = read_only
         self.auth = auth

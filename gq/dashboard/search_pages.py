@@ -20,7 +20,7 @@ from gq.dashboard import model
 from gq.dashboard.http import HTTPError, Request, Response, redirect
 from gq.dashboard.pages import queue_url
 from gq.errors import ConfigurationError
-from gq.jobfilter import STATES, JobFilter, parse_duration
+from gq.jobfilter import STATES, JobFilter, Named, parse_duration
 from gq.queue import Queue
 
 if TYPE_CHECKING:
@@ -60,11 +60,13 @@ MESSAGES = {
 # -- the search ----------------------------------------------------------------------------
 
 
-def filter_of(form: Form) -> JobFilter:
-    """The filter a search form (or a bulk form's copy of it) describes; ConfigurationError
-    saying what is wrong (an unknown state, an args without "=", a bad age)."""
+def filter_of(form: Form, tasks: Mapping[str, Named]) -> JobFilter:
+    """The filter a search form (or a bulk form's copy of it) describes, knowing the
+    ``tasks`` the dashboard was given; ConfigurationError saying what is wrong (an unknown
+    state, an args without "=", a bad age)."""
     texts = {name: _text(form, name) for name in TEXT_FIELDS}
-    return JobFilter.parse(state=_all(form, "state"), args=_all(form, "args"), **texts)
+    found = JobFilter.parse(state=_all(form, "state"), args=_all(form, "args"), **texts)
+    return found.naming(tasks) if tasks and found.args else found
 
 
 def _all(form: Form, name: str) -> list[str]:
@@ -94,7 +96,7 @@ def search(d: Site, request: Request, name: str) -> Response:
         "message": _message(request),
     }
     try:
-        jobfilter = filter_of(request.query)
+        jobfilter = filter_of(request.query, d.tasks)
         page = queue.jobs(jobfilter, limit=per, cursor=request.arg("cursor") or None,
                           budget=BUDGET)  # fmt: skip
     except ConfigurationError as exc:
@@ -156,7 +158,7 @@ def act(d: Site, request: Request, name: str) -> Response:
     queue = d.queue(name)
     verb, everything = _verb(form)
     try:
-        jobfilter = filter_of(form)
+        jobfilter = filter_of(form, d.tasks)
         state = _state_for(jobfilter, verb)
         chosen = _chosen(form, jobfilter, state, everything)
         result = None if chosen is None else _run(queue, verb, chosen, form)

@@ -3,10 +3,11 @@ that the pages depend on this and the application on the pages, not both ways.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from gq.dashboard.http import Request, Response
+from gq.jobfilter import Named
 from gq.queue import Queue
 
 
@@ -15,6 +16,7 @@ class Site(Protocol):
     explicit: list[str]
     consumer_timeout: float
     metrics_registry: Any  # built at the first /metrics scrape
+    tasks: Mapping[str, Named]  # an app's, for the searches by an argument's name
 
     def queue_names(self) -> list[str]: ...
 

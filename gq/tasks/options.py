@@ -154,6 +154,10 @@ class Binder:
         self._least = sum(p.default is empty for p in params) if simple else -1
         self._most = len(params)
 
+    def positional_names(self) -> tuple[str, ...]:
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return tuple(p.name for p in self.signature.parameters.values() if p.kind in kinds)
+
     def bounds(self) -> tuple[int, int]:
         """(least, most): positional-only calls with a count in between bind; (0, -1)
         when no call takes the fast path."""

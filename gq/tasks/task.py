@@ -141,6 +141,12 @@ class Task(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
+    @property
+    def positional_names(self) -> tuple[str, ...]:
+        """The names of the parameters an argument may be given to by position, in order
+        (``JobFilter.naming``: a filter by name matches a call by position)."""
+        return self.binder.positional_names()
+
     def call(self) -> Call[P, R]:
         """The task with its own options, no per-call ones (built once)."""
         if self._plain is None:
