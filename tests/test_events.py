@@ -210,6 +210,8 @@ def test_gq_events_enables_lists_and_filters(redis_server: RedisServer) -> None:
     assert [(e["event"], e["job_id"]) for e in found] == [("cancelled", job_id)]
     none = run(ADMIN, "events", "--json", "--task", "app.other", env=env)
     assert (none.returncode, none.stdout) == (0, "")
+    said = run(ADMIN, "events", "--task", "app.other", env=env)  # (a table: no empty head)
+    assert (said.returncode, said.stdout) == (0, f"no matching events on queue {queue}\n")
     after = run(ADMIN, "events", "--json", "--since", found[0]["id"], env=env)
     assert (after.returncode, after.stdout) == (0, "")
     off = run(ADMIN, "events", "--disable", env=env)

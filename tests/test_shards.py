@@ -320,11 +320,13 @@ def test_history_is_kept_per_shard_and_its_bounds_set_on_each(client: Any, name:
 
 def test_gq_events_and_history_read_every_shard_of_a_sharded_queue(cluster: Cluster, client: Any,
                                                                    name: str) -> None:  # fmt: skip
-    gq.Producer(name, client=client, shards=3).perform(b"x")
+    producer = gq.Producer(name, client=client, shards=3)
+    producer.perform(b"x")
     env = env_for(cluster.url, None)
     on = run(ADMIN, "events", "--queue", name, "--enable", env=env)
     assert on.returncode == 0, on.stderr
     assert all(job_events.maxlen(client, shard) > 0 for shard in layout(name, 3).queues)
+    producer.perform(b"y")  # (an event to list: an empty listing says so, without a table)
     listed = run(ADMIN, "events", "--queue", name, env=env)
     assert listed.returncode == 0 and "SHARD" in listed.stdout, listed
     shown = run(ADMIN, "history", "--queue", name, env=env)

@@ -91,7 +91,9 @@ def _switch(args: argparse.Namespace, queue: Queue) -> int:
 
 def _list(args: argparse.Namespace, queue: Queue) -> int:
     seen = _Seen(args)
-    _print(args, seen.chosen(_read(queue, args.since or "0", None)), queue)
+    shown = _print(args, seen.chosen(_read(queue, args.since or "0", None)), queue)
+    if not shown and not args.json:
+        print(f"no matching events on queue {queue.name}")
     seen.tell_resume()
     return EXIT_OK
 
@@ -139,15 +141,26 @@ def _row_format(queue: Queue) -> str:
     return _ROW.replace("}", f"}}  {{:<{width}}}", 1)
 
 
-def _print(args: argparse.Namespace, found: Iterable[job_events.Event], queue: Queue) -> None:
+def _print(args: argparse.Namespace, found: Iterable[job_events.Event], queue: Queue) -> int:
+    """Print the events ``found`` (a table's head first: at once when following, else
+    before the first event); how many."""
     row, sharded = _row_format(queue), isinstance(queue, ShardedQueue)
-    if not args.json:
-        print(row.format("ID", *(["SHARD"] if sharded else []), "TIME", "EVENT", "JOB", "TASK",
-                         "ATTEMPTS", "EXTRA").rstrip())  # fmt: skip
+    columns = ("ID", *(["SHARD"] if sharded else []), "TIME", "EVENT", "JOB", "TASK", "ATTEMPTS",
+               "EXTRA")  # fmt: skip
+    head = None if args.json else row.format(*columns).rstrip()
+    if head is not None and args.follow:
+        print(head, flush=True)
+        head = None
+    shown = 0
     for event in found:
+        if head is not None:
+            print(head)
+            head = None
         line = json.dumps(event.as_json(), ensure_ascii=False) if args.json else _row(
             event, row, sharded)  # fmt: skip
         print(line, flush=args.follow)
+        shown += 1
+    return shown
 
 
 def _row(event: job_events.Event, row: str, sharded: bool) -> str:
