@@ -24,7 +24,9 @@ from tests.helpers import (
 )
 from tests.watchdog import Watchdog
 
-pytest_plugins = ["pytester"]  # tests/test_infra.py runs an inner session to check timeouts
+# pytester: tests/test_infra.py runs an inner session to check timeouts; browser_fixtures:
+# the dashboard's browser tests share their browser, client and site fixtures.
+pytest_plugins = ["pytester", "tests.browser_fixtures"]
 
 #: Per-phase limit in seconds when a test has no timeout marker; GQ_TEST_TIMEOUT=0 turns the
 #: limit off (for a debugger).

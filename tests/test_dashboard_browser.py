@@ -15,8 +15,8 @@ from selenium.webdriver.common.by import By
 
 import gq
 from gq import dashboard
-from tests.dashboard_support import browser_session, make_dead, serving
-from tests.helpers import RedisServer, delete_keys, wait_until
+from tests.dashboard_support import make_dead, registered_queue, serving
+from tests.helpers import delete_keys, wait_until
 from tests.queue_sides import BothSides
 
 pytestmark = pytest.mark.timeout(90)
@@ -31,27 +31,13 @@ PAYLOADS = [
 ]
 
 
-browser = pytest.fixture(scope="module", name="browser")(browser_session)
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> redis.Redis:
-    return redis_server.client()
+DASHBOARD_OPTIONS = {"refresh": 2}  # (tests/browser_fixtures.py site)
 
 
 @pytest.fixture
 def rq(client: redis.Redis) -> Iterator[BothSides]:
-    name = f"test_browser_{uuid.uuid4().hex[:8]}"
-    client.sadd(REGISTRY, name)
-    yield BothSides(client, name)
-    client.srem(REGISTRY, name)
-    delete_keys(client, f"{name}*")
-
-
-@pytest.fixture
-def site(client: redis.Redis) -> Iterator[str]:
-    with serving(dashboard.app(client=client, refresh=2)) as address:
-        yield f"http://{address}"
+    with registered_queue(client, "test_browser") as queue:
+        yield queue
 
 
 def no_dialog(browser: Any) -> bool:

@@ -4,7 +4,6 @@ page, and the Groups table's headers over their own values."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,16 +12,13 @@ import redis
 from selenium.webdriver.common.by import By
 
 import gq
-from gq import dashboard
 from gq.store.groups import push_group
 from gq.store.jobs import RedisQueue
-from tests.dashboard_support import browser_session, serving
-from tests.helpers import RedisServer, delete_keys
+from tests.dashboard_support import registered_queue
 from tests.test_dashboard_browser import field, severe_logs
 
 pytestmark = pytest.mark.timeout(90)
 
-REGISTRY = "gq:queues"
 # How far (CSS px) a header's text may sit from its cells' text and still line up.
 TOLERANCE = 2.0
 # The left and right edges of an element's text (not of its cell, which a table always aligns).
@@ -33,27 +29,11 @@ const box = range.getBoundingClientRect();
 return [box.left, box.right];
 """
 
-browser = pytest.fixture(scope="module", name="browser")(browser_session)
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> redis.Redis:
-    return redis_server.client()
-
 
 @pytest.fixture
 def queue(client: redis.Redis) -> Iterator[str]:
-    name = f"test_grouped_{uuid.uuid4().hex[:8]}"
-    client.sadd(REGISTRY, name)
-    yield name
-    client.srem(REGISTRY, name)
-    delete_keys(client, f"{name}*")
-
-
-@pytest.fixture
-def site(client: redis.Redis) -> Iterator[str]:
-    with serving(dashboard.app(client=client)) as address:
-        yield f"http://{address}"
+    with registered_queue(client, "test_grouped") as found:
+        yield found.keys.name
 
 
 def _push(client: redis.Redis, queue: str, counts: dict[str, int]) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import gevent
@@ -18,24 +17,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 import gq
-from gq import dashboard
-from tests.dashboard_support import browser_session, serving
-from tests.helpers import RedisServer, delete_keys, wait_until
+from tests.helpers import delete_keys, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
-browser = pytest.fixture(scope="module", name="browser")(browser_session)
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> redis.Redis:
-    return redis_server.client()
-
-
-@pytest.fixture
-def site(client: redis.Redis) -> Iterator[str]:
-    with serving(dashboard.app(client=client, refresh=0)) as address:
-        yield f"http://{address}"
+DASHBOARD_OPTIONS = {"refresh": 0}  # (tests/browser_fixtures.py site)
 
 
 def test_the_history_page_lists_filters_and_links_finished_jobs(

@@ -5,7 +5,6 @@ gone once the job ended."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import gevent
@@ -15,26 +14,13 @@ import redis
 from selenium.webdriver.common.by import By
 
 import gq
-from gq import dashboard
-from tests.dashboard_support import browser_session, serving
-from tests.helpers import RedisServer, wait_until
+from tests.helpers import wait_until
 from tests.queue_sides import BothSides
 
 pytestmark = pytest.mark.timeout(90)
 
-browser = pytest.fixture(scope="module", name="browser")(browser_session)
+DASHBOARD_OPTIONS = {"refresh": 0}  # (tests/browser_fixtures.py site)
 NOTE = "<b>3 of 7</b> files"
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> redis.Redis:
-    return redis_server.client()
-
-
-@pytest.fixture
-def site(client: redis.Redis) -> Iterator[str]:
-    with serving(dashboard.app(client=client, refresh=0)) as address:
-        yield f"http://{address}"
 
 
 def test_the_job_page_shows_a_running_job_s_progress_bar(

@@ -20,34 +20,19 @@ import gq
 from gq import dashboard
 from tests.browser_pages import flash, follow, page, stale
 from tests.bulk_support import Jobs
-from tests.dashboard_support import Http, browser_session, serving
-from tests.helpers import RedisServer, delete_keys, wait_until
+from tests.dashboard_support import Http, registered_queue, serving
+from tests.helpers import wait_until
 from tests.queue_sides import BothSides
 
 pytestmark = pytest.mark.timeout(120)
 
-browser = pytest.fixture(scope="module", name="browser")(browser_session)
-REGISTRY = "gq:queues"
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> redis.Redis:
-    return redis_server.client()
+DASHBOARD_OPTIONS = {"refresh": 2}  # (tests/browser_fixtures.py site)
 
 
 @pytest.fixture
 def jobs(client: redis.Redis) -> Iterator[Jobs]:
-    name = f"test_search_browser_{uuid.uuid4().hex[:8]}"
-    client.sadd(REGISTRY, name)
-    yield Jobs(client, name)
-    client.srem(REGISTRY, name)
-    delete_keys(client, f"{name}*")
-
-
-@pytest.fixture
-def site(client: redis.Redis) -> Iterator[str]:
-    with serving(dashboard.app(client=client, refresh=2)) as address:
-        yield f"http://{address}"
+    with registered_queue(client, "test_search_browser") as queue:
+        yield Jobs(client, queue.keys.name)
 
 
 def found(browser: Any) -> list[str]:

@@ -11,10 +11,8 @@ import redis
 from selenium.webdriver.common.by import By
 
 import gq
-from gq import dashboard
 from gq.tasks import envelope
-from tests.dashboard_support import browser_session, make_dead, registered_queue, serving
-from tests.helpers import RedisServer
+from tests.dashboard_support import make_dead, registered_queue
 from tests.queue_sides import BothSides
 
 pytestmark = pytest.mark.timeout(90)
@@ -29,24 +27,13 @@ HOSTILE_KWARGS = {"note": '"><script>window.__xss = 4</script>', "raw": b"<b>\x0
 HOSTILE_NAME = "<img src=x onerror=alert(5)>.task"
 
 
-browser = pytest.fixture(scope="module", name="browser")(browser_session)
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> redis.Redis:
-    return redis_server.client()
+DASHBOARD_OPTIONS = {"refresh": 0}  # (tests/browser_fixtures.py site)
 
 
 @pytest.fixture
 def rq(client: redis.Redis) -> Iterator[BothSides]:
     with registered_queue(client, "test_browser_tasks") as queue:
         yield queue
-
-
-@pytest.fixture
-def site(client: redis.Redis) -> Iterator[str]:
-    with serving(dashboard.app(client=client, refresh=0)) as address:
-        yield f"http://{address}"
 
 
 def untouched(browser: Any) -> bool:
