@@ -21,9 +21,7 @@ usage: events.py [--n N] [--repeat K] [--inst-n M] [--skip-instructions]
 from __future__ import annotations
 
 import argparse
-import glob
 import statistics
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -33,19 +31,16 @@ import redis
 from common import (
     command,
     dedicated_redis,
-    free_port,
     machine,
     markdown_table,
     run_json,
     write_json,
 )
-from features import cpu, fill, redis_counts, worker
-from redis_instructions import TOTALS, control, started
-from redis_instructions import drain as fetch_loop
+from features import alternated, fill, redis_counts, worker
+from redis_instructions import counted
 
 import gq
 from gq.events import DEFAULT_MAXLEN
-from gq.store.jobs import RedisQueue
 from gq.store.keys import QueueKeys
 
 
@@ -72,46 +67,20 @@ def drain(events: bool, n: int) -> dict[str, Any]:
 
 
 def pairs(n: int, repeat: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(repeat):
-        runs = {}
-        for on in ([True, False] if i % 2 == 0 else [False, True]):
-            runs[on] = drain(on, n)
-            print(f"events {'on' if on else 'off'}: {runs[on]['rate']:,.0f} jobs/s, worker "
-                  f"{runs[on]['worker_us']:.1f} µs, Redis {runs[on]['redis_us']:.1f} µs "
-                  "per job", file=sys.stderr, flush=True)  # fmt: skip
-        out.append({"on": runs[True], "off": runs[False],
-                    "ratio": runs[True]["rate"] / runs[False]["rate"],
-                    "cpu_ratio": cpu(runs[False]) / cpu(runs[True])})  # fmt: skip
-    return out
+    return alternated(
+        "events", ("on", "off"), lambda mode: drain(mode == "on", n), repeat, ("on", "off")
+    )
 
 
 def instructions(events: bool, n: int, out: str) -> float:
     """Redis's instructions per job of fetch.lua's fetch-and-acknowledge loop."""
-    port = free_port()
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-         "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        client = started(port)
+
+    def prepare(client: redis.Redis, url: str) -> None:
         if events:
             gq.Queue("q", client=client).enable_events(maxlen=DEFAULT_MAXLEN)
-        fill(f"redis://127.0.0.1:{port}/0", "q", "task", n)
-        store = RedisQueue(client, "q")
-        store.register("c1")
-        store.fetch("c1", 0, idle=False)  # the script loaded, outside the count
-        control(proc.pid, "-i", "on")
-        done = fetch_loop(store, 500)
-        control(proc.pid, "-i", "off")
-        control(proc.pid, "-d")
-    finally:
-        proc.terminate()
-        proc.wait(60)
-    (dump_path,) = glob.glob(out + ".*")
-    with open(dump_path) as dump:
-        return int(TOTALS.findall(dump.read())[-1]) / done
+        fill(url, "q", "task", n)
+
+    return counted(prepare, 500, None, out)
 
 
 def rows(runs: list[dict[str, Any]]) -> list[list[str]]:

@@ -20,6 +20,7 @@ import argparse
 import statistics
 import sys
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -93,16 +94,29 @@ def cpu(run: dict[str, Any]) -> float:
 
 def pairs(row: str, n: int, repeat: int) -> list[dict[str, Any]]:
     feature, base, _ = ROWS[row]
+    return alternated(row, (feature, base), lambda mode: drain(mode, n), repeat)
+
+
+def alternated(
+    label: str,
+    modes: tuple[str, str],
+    run: Callable[[str], dict[str, Any]],
+    repeat: int,
+    sides: tuple[str, str] = ("feature", "base"),
+) -> list[dict[str, Any]]:
+    """``repeat`` pairs of ``run(feature)`` and ``run(base)`` (``modes``), each pair in the
+    other order than the one before: {sides[0]: the feature's run, sides[1]: the base's,
+    "ratio": their rates', "cpu_ratio": the base's CPU per job over the feature's}."""
+    feature, base = modes
     out = []
     for i in range(repeat):
-        order = [feature, base] if i % 2 == 0 else [base, feature]
         runs = {}
-        for mode in order:
-            runs[mode] = drain(mode, n)
-            print(f"{row} {mode}: {runs[mode]['rate']:,.0f} jobs/s, worker "
+        for mode in [feature, base] if i % 2 == 0 else [base, feature]:
+            runs[mode] = run(mode)
+            print(f"{label} {mode}: {runs[mode]['rate']:,.0f} jobs/s, worker "
                   f"{runs[mode]['worker_us']:.1f} µs, Redis {runs[mode]['redis_us']:.1f} µs "
                   "per job", file=sys.stderr, flush=True)  # fmt: skip
-        out.append({"feature": runs[feature], "base": runs[base],
+        out.append({sides[0]: runs[feature], sides[1]: runs[base],
                     "ratio": runs[feature]["rate"] / runs[base]["rate"],
                     "cpu_ratio": cpu(runs[base]) / cpu(runs[feature])})  # fmt: skip
     return out

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import uuid
 from typing import Any
 
 import redis
 from common import command, dedicated_redis, machine, markdown_table, run_json, write_json
-from features import cpu, fill, redis_counts, worker
+from features import alternated, fill, redis_counts, worker
 
 TARGET = 0.9
 
@@ -45,18 +44,9 @@ def drain(history_on: bool, n: int) -> dict[str, Any]:
 
 
 def pairs(n: int, repeat: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(repeat):
-        runs = {}
-        for on in [True, False] if i % 2 == 0 else [False, True]:
-            runs[on] = drain(on, n)
-            print(f"history {'on' if on else 'off'}: {runs[on]['rate']:,.0f} jobs/s, worker "
-                  f"{runs[on]['worker_us']:.1f} µs, Redis {runs[on]['redis_us']:.1f} µs per job",
-                  file=sys.stderr, flush=True)  # fmt: skip
-        out.append({"on": runs[True], "off": runs[False],
-                    "ratio": runs[True]["rate"] / runs[False]["rate"],
-                    "cpu_ratio": cpu(runs[False]) / cpu(runs[True])})  # fmt: skip
-    return out
+    return alternated(
+        "history", ("on", "off"), lambda mode: drain(mode == "on", n), repeat, ("on", "off")
+    )
 
 
 def summary(runs: list[dict[str, Any]]) -> list[str]:

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgpack
@@ -85,6 +86,22 @@ def noop_record() -> bytes:
 
 def count(mode: str, n: int, batch: int, groups: int, out: str) -> float:
     """Redis's instructions per job of one drain of ``n`` jobs."""
+
+    def prepare(client: redis.Redis, url: str) -> None:
+        if mode == "groups":
+            prefill_groups(url, "q", n, groups)
+        else:
+            prefill(url, "q", n)
+        if mode == "history_off":  # (benchmarks/history.py: "bytes" has it on, the default)
+            client.hset("q:finished:settings", "max", 0)
+
+    return counted(prepare, batch, noop_record() if mode == "results" else None, out)
+
+
+def counted(prepare: Callable[[redis.Redis, str], None], batch: int, record: bytes | None,
+            out: str) -> float:  # fmt: skip
+    """Redis's instructions per job of the fetch-and-acknowledge loop over queue "q" of a
+    redis-server under callgrind, once ``prepare(client, url)`` has filled it (uncounted)."""
     port = free_port()
     proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
@@ -93,18 +110,12 @@ def count(mode: str, n: int, batch: int, groups: int, out: str) -> float:
     )  # fmt: skip
     try:
         client = started(port)
-        url = f"redis://127.0.0.1:{port}/0"
-        if mode == "groups":
-            prefill_groups(url, "q", n, groups)
-        else:
-            prefill(url, "q", n)
-        if mode == "history_off":  # (benchmarks/history.py: "bytes" has it on, the default)
-            client.hset("q:finished:settings", "max", 0)
+        prepare(client, f"redis://127.0.0.1:{port}/0")
         store = RedisQueue(client, "q")
         store.register("c1")
         store.fetch("c1", 0, idle=False)  # the script loaded, outside the count
         control(proc.pid, "-i", "on")
-        done = drain(store, batch, noop_record() if mode == "results" else None)
+        done = drain(store, batch, record)
         control(proc.pid, "-i", "off")
         control(proc.pid, "-d")
     finally:
