@@ -1,14 +1,15 @@
 """The history of finished jobs (issue 34): what ended on a queue, newest first.
 
 The scripts that end a job write its entry in the same call (gq/scripts/lib/history.lua):
-the list ``<queue>:finished``, oldest first (pushed at its tail); an entry is its number,
-the server time it ended (ms), its state, its id and the job's message as it was stored
+the list ``<queue>:finished``, oldest first (pushed at its tail); an entry is the server
+time it ended (ms), its state, its id and the job's message as it was stored
 (its task, its arguments, its Attempt, a dead job's Error). Its bounds live in Redis, in
 ``<queue>:finished:settings`` ("max" entries, "ttl" seconds), so that every consumer and
 every operator sees the same (``gq history --queue Q --set-max N --set-ttl 2d``).
 
-A page reads the list from its tail, from a cursor (an entry's number), in bounded chunks
-(LRANGE with negative indexes), and
+A page reads the list from its tail, from a cursor (an entry's number: the count of
+entries written before it, which the reader works out from the count Redis keeps of all
+ever written, read with each chunk), in bounded chunks (LRANGE with negative indexes), and
 the kept result records of its entries in two more round trips: an entry whose task kept
 a result links to it, and gets the start of its run (its ``duration``) from it.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from gq import jobsearch
 from gq.errors import ConfigurationError
@@ -98,14 +99,15 @@ class Ended(Candidate):
         return self.score
 
 
-def decode_member(member: bytes) -> Ended:
-    """The candidate of one stored entry (lib/history.lua's layout), its number set."""
-    size = member[26] * 256 + member[27]
-    job_id = member[28 : 28 + size].decode("utf-8", "surrogateescape")
-    state = member[25:26]
-    found = Ended(job_id, STATES.get(state, "done"), int(member[12:25]) / 1000,
-                   member[28 + size :] or None)  # fmt: skip
-    found.number = int(member[:12], 16)
+def decode_member(member: bytes, number: int) -> Ended:
+    """The candidate of one stored entry (lib/history.lua's layout), the ``number``-th
+    written."""
+    size = member[14] * 256 + member[15]
+    job_id = member[16 : 16 + size].decode("utf-8", "surrogateescape")
+    state = member[13:14]
+    found = Ended(job_id, STATES.get(state, "done"), int(member[:13]) / 1000,
+                  member[16 + size :] or None)  # fmt: skip
+    found.number = number
     found.ran = 0 if state in _COUNTED else 1
     return found
 
@@ -175,16 +177,15 @@ def scan(queue: ScriptedQueue, jobfilter: JobFilter | None, limit: int,
     jobfilter = jobfilter or JobFilter()
     states_of(jobfilter)  # (a state outside the history is refused before any read)
     index = 0
-    written = int(queue.client.hget(queue.keys.finished_settings, "written") or 0)
     if wanted is not None:  # (entries written since only move it further: skipped below)
-        index = max(0, written - 1 - wanted)
-    now, read, client = queue.server_time(), 0, cast(Any, queue.client)
+        index = max(0, _written(queue) - 1 - wanted)
+    now, read = queue.server_time(), 0
     matched: list[Ended] = []
     while len(matched) < limit and read < SCAN_MAX and (wanted is None or wanted >= 0):
-        # (index counts from the tail: 0 is the newest; LRANGE cuts a start past the head)
-        rows = client.lrange(queue.keys.finished, -(index + CHUNK), -(index + 1))[::-1]
+        rows, newest = _chunk(queue, index)
+        found_here = [decode_member(row, newest - k) for k, row in enumerate(rows)]
         index += len(rows)
-        for found in map(decode_member, rows):
+        for found in found_here:
             if wanted is not None and found.number > wanted:
                 continue
             read, wanted = read + 1, found.number - 1
@@ -195,6 +196,19 @@ def scan(queue: ScriptedQueue, jobfilter: JobFilter | None, limit: int,
         if len(rows) < CHUNK and len(matched) < limit:
             return matched, None
     return matched, wanted if wanted is not None and wanted >= 0 else None
+
+
+def _written(queue: ScriptedQueue) -> int:
+    return int(queue.client.hget(queue.keys.finished_settings, "written") or 0)
+
+
+def _chunk(queue: ScriptedQueue, index: int) -> tuple[list[bytes], int]:
+    """Up to CHUNK entries from ``index`` places from the tail on, newest first, and the
+    number of the first: read with the count of entries written in one call
+    (history_page.lua; LRANGE cuts a start past the head)."""
+    keys = [queue.keys.finished_settings, queue.keys.finished]
+    written, rows = queue._run("history_page", keys, [index, CHUNK])
+    return list(rows)[::-1], int(written) - 1 - index
 
 
 def _keeps(found: Ended, jobfilter: JobFilter, now: float) -> bool:

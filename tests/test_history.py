@@ -153,6 +153,26 @@ def test_filters_and_a_resumable_cursor(backend: Backend) -> None:
     assert {job.id for job in listed} == set(ids) and {job.state for job in listed} == {"done"}
 
 
+def test_a_cursor_resumes_where_it_was_while_jobs_end_and_the_oldest_are_trimmed(
+    backend: Backend,
+) -> None:
+    """Entries carry no number: a cursor's is counted from the entries ever written, so it
+    must hold while new entries are pushed at the tail and old ones trimmed at the head."""
+    q = gq.Queue(backend.queue, client=backend.client())
+    q.history_settings(history_max=30)
+    ids = _fill(backend, 25)
+    first = q.history(limit=7)
+    assert [e.id for e in first.entries] == ids[::-1][:7]
+    later = _fill(backend, 10)  # 35 written: the 5 oldest trimmed away
+    rest, cursor = [], first.cursor
+    while cursor is not None:
+        page = q.history(limit=4, cursor=cursor)
+        rest += [e.id for e in page.entries]
+        cursor = page.cursor
+    assert rest == ids[::-1][7:20]  # on from the 8th newest, down to what the trim left
+    assert [e.id for e in q.history(limit=10).entries] == later[::-1]
+
+
 def test_retention_by_count_and_by_age_and_off(backend: Backend) -> None:
     q = gq.Queue(backend.queue, client=backend.client())
     assert q.history_settings() == (history.HISTORY_MAX, history.HISTORY_TTL)
@@ -166,7 +186,7 @@ def test_retention_by_count_and_by_age_and_off(backend: Backend) -> None:
     q.history_settings(history_max=100, history_ttl=60)
     key = q.store.keys.finished
     for i, member in enumerate(direct.lrange(key, 0, -1)):  # as if they ended in 1970
-        direct.lset(key, i, member[:12] + b"%013d" % 1000 + member[25:])
+        direct.lset(key, i, b"%013d" % 1000 + member[13:])
     fresh = _fill(backend, 1)
     assert [e.id for e in entries(q)] == fresh
     q.history_settings(history_max=0)
@@ -193,7 +213,7 @@ def test_a_trim_is_bounded_per_call(backend: Backend) -> None:
     direct = backend.direct()
     now_ms = time.time() * 1000
     entry = b"%013d" % now_ms + b"d\x00\x01x"
-    direct.lpush(key, *[b"%012x" % i + entry for i in range(2500)])
+    direct.lpush(key, *[entry] * 2500)
     q.history_settings(history_max=10)
     _fill(backend, 1)
     assert direct.llen(key) == 2501 - 1000  # one call removed HISTORY_TRIM at most

@@ -44,6 +44,7 @@ NAMES = (
     "move_in",
     "reschedule",
     "progress",
+    "history_page",
 )
 
 _INCLUDE = re.compile(r"^-- include: *(.+)$", re.MULTILINE)
