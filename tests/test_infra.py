@@ -168,8 +168,9 @@ def test_timeouts_fail_the_test_not_the_session(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     inner = pytester.mkpydir("tests")
-    for name in ("conftest.py", "helpers.py", "watchdog.py"):
-        shutil.copy(TESTS_DIR / name, inner / name)
+    for support in TESTS_DIR.glob("*.py"):  # (conftest and what it and its plugins import)
+        if not support.name.startswith("test_") and support.name != "__init__.py":
+            shutil.copy(support, inner / support.name)
     (inner / "test_inner.py").write_text(INNER_TESTS)
     monkeypatch.setenv("GQ_TEST_TIMEOUT", "0.3")
 
