@@ -176,18 +176,12 @@ def scan(queue: ScriptedQueue, jobfilter: JobFilter | None, limit: int,
         raise ConfigurationError(f"a history page's limit must be at least 1, not {limit!r}")
     jobfilter = jobfilter or JobFilter()
     states_of(jobfilter)  # (a state outside the history is refused before any read)
-    index = 0
-    if wanted is not None:  # (entries written since only move it further: skipped below)
-        index = max(0, _written(queue) - 1 - wanted)
     now, read = queue.server_time(), 0
     matched: list[Ended] = []
     while len(matched) < limit and read < SCAN_MAX and (wanted is None or wanted >= 0):
-        rows, newest = _chunk(queue, index)
-        found_here = [decode_member(row, newest - k) for k, row in enumerate(rows)]
-        index += len(rows)
-        for found in found_here:
-            if wanted is not None and found.number > wanted:
-                continue
+        rows, newest = _chunk(queue, wanted)
+        for k, row in enumerate(rows):
+            found = decode_member(row, newest - k)
             read, wanted = read + 1, found.number - 1
             if _keeps(found, jobfilter, now):
                 matched.append(found)
@@ -198,17 +192,12 @@ def scan(queue: ScriptedQueue, jobfilter: JobFilter | None, limit: int,
     return matched, wanted if wanted is not None and wanted >= 0 else None
 
 
-def _written(queue: ScriptedQueue) -> int:
-    return int(queue.client.hget(queue.keys.finished_settings, "written") or 0)
-
-
-def _chunk(queue: ScriptedQueue, index: int) -> tuple[list[bytes], int]:
-    """Up to CHUNK entries from ``index`` places from the tail on, newest first, and the
-    number of the first: read with the count of entries written in one call
-    (history_page.lua; LRANGE cuts a start past the head)."""
+def _chunk(queue: ScriptedQueue, wanted: int | None) -> tuple[list[bytes], int]:
+    """Up to CHUNK entries from number ``wanted`` (None: the newest) down, newest first,
+    and the number of the first (history_page.lua: placed and read in one call)."""
     keys = [queue.keys.finished_settings, queue.keys.finished]
-    written, rows = queue._run("history_page", keys, [index, CHUNK])
-    return list(rows)[::-1], int(written) - 1 - index
+    newest, rows = queue._run("history_page", keys, ["" if wanted is None else wanted, CHUNK])
+    return list(rows)[::-1], int(newest)
 
 
 def _keeps(found: Ended, jobfilter: JobFilter, now: float) -> bool:

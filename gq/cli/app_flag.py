@@ -45,6 +45,13 @@ def apply_app(args: argparse.Namespace) -> None:
         args.queue = _one_queue(app, spec)
 
 
+def app_tasks(args: argparse.Namespace) -> Any:
+    """The tasks of the app ``--app`` loaded (None without one): a filter by an argument's
+    name then matches the calls that gave it by position (``JobFilter.naming``)."""
+    loaded = getattr(args, "loaded_app", None)
+    return None if loaded is None else loaded.tasks
+
+
 def load_app(spec: str) -> App:
     """The ``gq.App`` that ``package.module:attribute`` names; CliError(2) saying what is
     wrong if the module does not import, lacks the attribute or it is not a gq.App."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from gq.bulk import BulkResult
 from gq.cli import EXIT_FATAL, EXIT_OK, EXIT_USAGE
+from gq.cli.app_flag import app_tasks
 from gq.cli.common import CliError, Parser, duration, positive_int, subcommand, unix_time
 from gq.cli.formatting import ERROR_CHARS, shorten, table
 from gq.display import json_text, local_time, relative
@@ -67,8 +68,8 @@ def filter_of(args: argparse.Namespace) -> JobFilter:
         )  # fmt: skip
     except ConfigurationError as exc:
         raise CliError(EXIT_USAGE, str(exc)) from None
-    app = getattr(args, "loaded_app", None)
-    return jobfilter if app is None or not jobfilter.args else jobfilter.naming(app.tasks)
+    tasks = app_tasks(args)
+    return jobfilter if tasks is None or not jobfilter.args else jobfilter.naming(tasks)
 
 
 def filtered(args: argparse.Namespace) -> bool:

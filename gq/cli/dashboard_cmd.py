@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from gq.cli import EXIT_OK, EXIT_USAGE
-from gq.cli.app_flag import add_app_flag
+from gq.cli.app_flag import add_app_flag, app_tasks
 from gq.cli.common import (
     CliError,
     Parser,
@@ -132,16 +132,10 @@ def _build_app(args: argparse.Namespace, auth: str | None) -> Any:
             allowed_hosts=_allowed_hosts(args),
             consumer_timeout=args.consumer_timeout,
             refresh=args.refresh,
-            tasks=_tasks_of(args),
+            tasks=app_tasks(args),
         )
     except ValueError as exc:  # a malformed --auth
         raise CliError(EXIT_USAGE, f"--auth: {exc}") from None
-
-
-def _tasks_of(args: argparse.Namespace) -> Any:
-    """The tasks of ``--app`` (a search by an argument's name matches calls by position)."""
-    loaded = getattr(args, "loaded_app", None)
-    return None if loaded is None else loaded.tasks
 
 
 def _connect(args: argparse.Namespace) -> Any:

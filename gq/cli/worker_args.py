@@ -59,15 +59,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="gq-worker",
-        usage="%(prog)s HANDLER [options]",
-        description=DESCRIPTION,
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
+def _add_handler_args(parser: argparse.ArgumentParser) -> None:
+    """HANDLER, or ``--app`` as the operator's commands take it (``parse`` picks one)."""
     parser.add_argument(
         "handler",
         metavar="HANDLER",
@@ -80,6 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"a gq.App to run, as the other gq commands name it: the same as giving it as "
         f"HANDLER; default ${ENV_APP} when no HANDLER is given",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="gq-worker",
+        usage="%(prog)s HANDLER [options]",
+        description=DESCRIPTION,
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    _add_handler_args(parser)
     add_connection_flags(parser, several_queues=True)
     _add_name_flag(parser)
     parser.add_argument(

@@ -83,9 +83,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _consumer(
-    args: argparse.Namespace,
-    queue: str | list[str] | dict[str, int],
-    periodic: list[Periodic],
+    args: argparse.Namespace, queue: str | list[str] | dict[str, int], periodic: list[Periodic],
     shards: dict[str, int] | None = None,
 ) -> gq.Consumer:
     """The consumer the flags describe (exit 2 for a bad option, 3 if Redis is refused)."""

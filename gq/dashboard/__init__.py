@@ -48,17 +48,11 @@ def app(
 
     auth = auth if auth is not None else os.environ.get(ENV_AUTH) or None
     secret = secret if secret is not None else os.environ.get(ENV_SECRET) or None
-    return Dashboard(
-        client if client is not None else _client(url),
-        queues=queues,
-        read_only=read_only,
-        auth=None if auth is None else BasicAuth.parse(auth),
-        secret=secret.encode() if isinstance(secret, str) else secret,
-        allowed_hosts=allowed_hosts,
-        consumer_timeout=consumer_timeout,
-        refresh=refresh,
-        tasks=tasks or {},
-    )
+    return Dashboard(client if client is not None else _client(url), queues=queues,
+                     read_only=read_only, auth=None if auth is None else BasicAuth.parse(auth),
+                     secret=secret.encode() if isinstance(secret, str) else secret,
+                     allowed_hosts=allowed_hosts, consumer_timeout=consumer_timeout,
+                     refresh=refresh, tasks=tasks)  # fmt: skip
 
 
 def _client(url: str | None) -> Any:
