@@ -100,6 +100,21 @@ def test_go_enqueues_tasks_a_python_worker_runs_with_their_options(
     assert sent.startswith(b"\x00gqt")
 
 
+def test_the_job_events_of_a_go_task_name_its_task(
+    curlyq: Curlyq, server: RedisServer, queue: str, worker: None
+) -> None:
+    """The events' Lua reads the task's name from the envelope's first key: gqtask writes
+    "task" first, as gq does (it once sorted the keys, and every Go job's events said "")."""
+    events_of = gq.Queue(queue, server.url)
+    events_of.enable_events()
+    deliver, _ = curlyq.produce_task(queue, "-task", "deliver")
+    seen = lambda: [e for e in events_of.events("0") if e.job_id == deliver]  # noqa: E731
+    wait_until(lambda: any(e.event == "done" for e in seen()), 30, message="deliver done")
+    assert [(e.event, e.task) for e in seen()] == [
+        ("started", "deliver"), ("retried", "deliver"), ("started", "deliver"),
+        ("done", "deliver")]  # fmt: skip
+
+
 def test_gq_enqueues_a_task_a_go_router_runs_and_a_go_retry_keeps_it(
     curlyq: Curlyq, server: RedisServer, direct: redis.Redis, queue: str, tmp_path: Path
 ) -> None:

@@ -159,11 +159,15 @@ class QueueMachine(RuleBasedStateMachine):
         if dead == rescuer or dead not in self.registered:
             return
         key = self.queue.keys.inflight(dead)
+        # A registration whose in-flight key is not a set (with_a_key_of_the_wrong_type) has
+        # nothing recover.lua could take back: it is dropped and nothing moves, rather than
+        # one bad key stopping every other crash's recovery. The ids saved aside stay put.
+        recoverable = self.client.type(key) in (b"set", b"none")
         self.client.zadd(self.queue.keys.consumers, {key: self.queue.server_time() - 1000})
         moved = self.queue.recover(rescuer, self.queue.expired_consumers(10, 100), timeout=10,
                                    max_jobs=1000, max_recoveries=MAX_RECOVERIES,
                                    dead_max_jobs=1000, dead_max_age=1e6)  # fmt: skip
-        held = [i for i in self.place if self._owned(dead, i)]
+        held = [i for i in self.place if self._owned(dead, i) and recoverable]
         assert moved == len(held)
         for job_id in held:
             before = self.recovered.get(job_id, 0)
@@ -252,3 +256,26 @@ def test_every_job_is_always_in_exactly_one_place(redis_server: RedisServer) -> 
             suppress_health_check=list(HealthCheck),
         ),
     )
+
+
+def test_a_crash_whose_in_flight_key_is_of_the_wrong_type(redis_server: RedisServer) -> None:
+    """The sequence Hypothesis once found: the dead consumer's in-flight set is a string when
+    it is recovered. recover.lua drops that registration and moves nothing (a registration
+    whose key is not a set has nothing it could recover), and the model must expect it."""
+    QueueMachine.server = redis_server
+    state = QueueMachine()
+    try:
+        state.push(job_id="id0")
+        state.register(consumer="c1")
+        state.fetch(consumer="c1", count=1)
+        state.with_a_key_of_the_wrong_type(
+            wrong="inflight:c1", operation="crash_and_recover", job_id="id0", consumer="c1",
+            other="c0",
+        )  # fmt: skip
+        state.every_job_is_in_exactly_one_place()
+        assert "c1" not in state.registered
+        state.register(consumer="c1")  # back: it holds id0 again, and acknowledges it
+        state.ack(consumer="c1", job_id="id0")
+        state.every_job_is_in_exactly_one_place()
+    finally:
+        state.teardown()

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/mcmathja/curlyq"
@@ -43,20 +44,48 @@ func (t Task) Encode() ([]byte, error) {
 	if t.Name == "" {
 		return nil, errors.New("gqtask: a task needs a name")
 	}
-	body := map[string]interface{}{"task": t.Name, "args": orEmpty(t.Args), "kwargs": orEmptyMap(t.Kwargs)}
+	rest := map[string]interface{}{"args": orEmpty(t.Args), "kwargs": orEmptyMap(t.Kwargs)}
 	if opts := t.Opts.toMap(); len(opts) > 0 {
-		body["opts"] = opts
+		rest["opts"] = opts
 	}
 	if len(t.Headers) > 0 {
-		body["headers"] = t.Headers
+		rest["headers"] = t.Headers
 	}
 	var buf bytes.Buffer
 	buf.WriteString(Magic)
-	enc := msgpack.NewEncoder(&buf).SortMapKeys(true)
-	if err := enc.Encode(body); err != nil {
+	if err := encodeTaskFirst(msgpack.NewEncoder(&buf).SortMapKeys(true), t.Name, rest); err != nil {
 		return nil, fmt.Errorf("gqtask: task %s: %w", t.Name, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// encodeTaskFirst writes the envelope's map with "task" as its first key, as gq's own
+// envelope does: the job events' Lua reads the task's name there without decoding the
+// map (gq/scripts/lib/events.lua). The other keys follow sorted, so the bytes are stable.
+func encodeTaskFirst(enc *msgpack.Encoder, name string, rest map[string]interface{}) error {
+	keys := make([]string, 0, len(rest))
+	for k := range rest {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if err := enc.EncodeMapLen(len(rest) + 1); err != nil {
+		return err
+	}
+	if err := enc.EncodeString("task"); err != nil {
+		return err
+	}
+	if err := enc.EncodeString(name); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := enc.EncodeString(k); err != nil {
+			return err
+		}
+		if err := enc.Encode(rest[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Job returns a curlyq job carrying the task (ID empty: curlyq's producer makes one).

@@ -64,8 +64,9 @@ func TestEncodeLeavesUnsetOptionsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// {"args": [], "kwargs": {}, "task": "noop"}, keys sorted: nothing else.
-	want := Magic + "\x83\xa4args\x90\xa6kwargs\x80\xa4task\xa4noop"
+	// {"task": "noop", "args": [], "kwargs": {}}: "task" first (as gq writes it, where
+	// the job events' Lua reads it), the others sorted, nothing else.
+	want := Magic + "\x83\xa4task\xa4noop\xa4args\x90\xa6kwargs\x80"
 	if string(data) != want {
 		t.Fatalf("got %q, want %q", data, want)
 	}
