@@ -187,7 +187,8 @@ def scan(queue: ScriptedQueue, jobfilter: JobFilter | None, limit: int,
                 matched.append(found)
                 if len(matched) == limit:
                     break
-        if len(rows) < CHUNK and len(matched) < limit:
+        # The head, read to its end (wanted None: nothing was there to read).
+        if len(rows) < CHUNK and (wanted is None or wanted == newest - len(rows)):
             return matched, None
     return matched, wanted if wanted is not None and wanted >= 0 else None
 

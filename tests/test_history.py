@@ -173,6 +173,31 @@ def test_a_cursor_resumes_where_it_was_while_jobs_end_and_the_oldest_are_trimmed
     assert [e.id for e in q.history(limit=10).entries] == later[::-1]
 
 
+def test_a_history_that_expired_while_the_queue_was_quiet_starts_again(
+    backend: Backend,
+) -> None:
+    """The list expires after its TTL with no write; the settings' `written` count stays.
+    Entries are numbered from that count, so the new ones must list alone and a cursor
+    into the expired ones must end, not show new entries as older ones."""
+    q = gq.Queue(backend.queue, client=backend.client())
+    _fill(backend, 5)
+    first = q.history(limit=2)
+    direct, key = backend.direct(), q.store.keys.finished
+    direct.pexpire(key, 1)
+    wait_until(lambda: not direct.exists(key), message="the history expired")
+    assert direct.exists(q.store.keys.finished_settings)
+    later = _fill(backend, 3)
+    assert [e.id for e in q.history(limit=10).entries] == later[::-1]
+    page = q.history(limit=10, cursor=first.cursor)
+    assert (page.entries, page.cursor) == ([], None)
+    paged, cursor = [], None
+    for _ in range(3):
+        page = q.history(limit=1, cursor=cursor)
+        paged += [e.id for e in page.entries]
+        cursor = page.cursor
+    assert paged == later[::-1] and cursor is None
+
+
 def test_retention_by_count_and_by_age_and_off(backend: Backend) -> None:
     q = gq.Queue(backend.queue, client=backend.client())
     assert q.history_settings() == (history.HISTORY_MAX, history.HISTORY_TTL)

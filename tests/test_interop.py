@@ -127,8 +127,10 @@ def test_a_job_failed_in_go_is_retried_by_gq_with_the_attempt_go_counted(
 ) -> None:
     gq.Producer(queue, url=server.url).perform(gq.Job(id="r1", data=b"retry me"))
     # Its scheduler idle (one poll an hour) so that it cannot run the retry itself before it
-    # stops, which it did under load: gq's consumer below is to run it.
-    go = curlyq.consumer(tmp_path, queue, "-fail-every", "1", "-max-backoff", "100ms",
+    # stops, which it did under load: gq's consumer below is to run it. The scheduler's one
+    # pass is at its start, which a loaded CI host delayed past a 100 ms backoff (curlyq
+    # writes the due time in whole seconds: often already due); at 2 s it is due 1-2 s on.
+    go = curlyq.consumer(tmp_path, queue, "-fail-every", "1", "-max-backoff", "2s",
                          "-scheduler-poll", "1h")  # fmt: skip
     try:
         wait_until(lambda: direct.zscore(QueueKeys(queue).scheduled, "r1"), 15,
