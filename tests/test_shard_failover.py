@@ -55,7 +55,9 @@ def test_a_master_failover_under_a_sharded_queue_loses_nothing(
     name = f"shfo-{uuid.uuid4().hex[:8]}"
     client = cluster.client()
     producer = gq.Producer(name, client=client, shards=3)
-    before = producer.perform_many([b"0.02"] * 600)
+    # 0.1 s each at 20 at once: a 3 s drain, so that the kill (after the first 100) comes
+    # while the shard still has jobs; at 0.02 s a loaded CI host finished all 600 first.
+    before = producer.perform_many([b"0.1"] * 600)
     replicated(cluster)
     env = env_for(cluster.url, name, redis_server.url)
     record = redis_server.client()
